@@ -1,0 +1,8 @@
+//! sharpi engine: GGUF models on CPU and Vulkan.
+
+pub mod ggml_type;
+pub mod gguf;
+pub mod quant;
+pub mod vulkan;
+
+pub use ggml_type::{GgmlType, TypeId};
