@@ -306,8 +306,8 @@ impl GgufFile {
         self.optional(key, |k| self.get_array(k))
     }
 
-    fn optional<'s, T>(
-        &'s self,
+    fn optional<T>(
+        &self,
         key: &str,
         get: impl FnOnce(&str) -> Result<T, MetadataError>,
     ) -> Result<Option<T>, MetadataError> {
