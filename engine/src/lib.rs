@@ -1,5 +1,6 @@
 //! sharpi engine: GGUF models on CPU and Vulkan.
 
+pub mod cli;
 pub mod ggml_type;
 pub mod gguf;
 pub mod quant;

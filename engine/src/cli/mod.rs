@@ -1,0 +1,65 @@
+//! The `sharpi` command line: argument parsing lives in the binary, each
+//! subcommand's work in a module here so it can be tested without a process.
+
+pub mod inspect;
+
+use crate::gguf::{GgufError, GgufFile};
+use std::io;
+use std::path::Path;
+
+/// An error that ends a `sharpi` run: printed as one line, exit code 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The file could not be read at all (the message names the path).
+    #[error("{0}")]
+    Gguf(#[from] GgufError),
+    /// The file was read and is malformed.
+    #[error("{path}: {source}")]
+    Malformed { path: String, source: GgufError },
+    #[error("writing output: {0}")]
+    Output(#[from] io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Prints a command-line parse error as one line (help and version requests
+/// print normally) and returns the exit code: 0 for help/version, 2 otherwise
+/// (a missing subcommand prints the help, still with 2).
+pub fn exit_for_parse_error(e: clap::Error, program: &str) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            // Printing help can only fail on a closed stdout; nothing to add then.
+            let _ = e.print();
+            std::process::ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            std::process::ExitCode::from(2)
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            let msg = first.trim_start_matches("error: ");
+            eprintln!("{program}: error: {msg} (try --help)");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// Opens a GGUF file; a parse error is prefixed with the path.
+pub fn open_model(path: &Path) -> Result<GgufFile, CliError> {
+    GgufFile::open(path).map_err(|e| {
+        if e.is_io() {
+            CliError::Gguf(e)
+        } else {
+            CliError::Malformed {
+                path: path.display().to_string(),
+                source: e,
+            }
+        }
+    })
+}
