@@ -175,7 +175,11 @@ mod tests {
             assert_eq!(GgmlType::from_id(t.id()), TypeId::Known(t));
             assert_eq!(GgmlType::from_name(t.name()), Some(t));
         }
-        let mut ids: Vec<u32> = TABLE.iter().map(|e| e.0).chain(REMOVED.iter().map(|r| r.0)).collect();
+        let mut ids: Vec<u32> = TABLE
+            .iter()
+            .map(|e| e.0)
+            .chain(REMOVED.iter().map(|r| r.0))
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), TABLE.len() + REMOVED.len());
