@@ -11,6 +11,7 @@ use super::error::{VkCall, VkError, VkResult};
 use super::instance::{DeviceInfo, DeviceSelector, Instance, API_VERSION};
 use super::pipeline::Pipeline;
 use super::shaders::{self, Shader};
+use super::validation::ValidationLog;
 
 /// How to create a [`Context`].
 #[derive(Clone, Debug, Default)]
@@ -161,6 +162,13 @@ impl Context {
     /// Number of error-severity messages so far.
     pub fn validation_error_count(&self) -> usize {
         self.shared.instance.log.error_count()
+    }
+
+    /// The log itself: it outlives the context, so messages reported while the
+    /// device and instance are destroyed (e.g. leaked objects) can be read after
+    /// the context is dropped.
+    pub fn validation_log(&self) -> Arc<ValidationLog> {
+        Arc::clone(&self.shared.instance.log)
     }
 
     /// Forgets the messages so far.

@@ -11,6 +11,9 @@ pub enum VkError {
     /// The loader found no physical device at all.
     #[error("no Vulkan device")]
     NoDevice,
+    /// The loader found no driver (vkCreateInstance: ERROR_INCOMPATIBLE_DRIVER).
+    #[error("no Vulkan device: the loader found no usable driver (vkCreateInstance: ERROR_INCOMPATIBLE_DRIVER)")]
+    NoDriver,
     /// A device selector matched nothing.
     #[error("no Vulkan device matches `{selector}` (devices: {available})")]
     DeviceNotFound { selector: String, available: String },

@@ -212,7 +212,16 @@ impl Instance {
         // the pNext chain) points to locals that outlive this call; the chained
         // messenger's user data is the Arc'd log, which the Instance keeps alive
         // until after vkDestroyInstance.
-        let raw = unsafe { entry.create_instance(&create_info, None) }.call("vkCreateInstance")?;
+        let raw = match unsafe { entry.create_instance(&create_info, None) } {
+            Ok(raw) => raw,
+            Err(vk::Result::ERROR_INCOMPATIBLE_DRIVER) => return Err(VkError::NoDriver),
+            Err(result) => {
+                return Err(VkError::Vk {
+                    call: "vkCreateInstance",
+                    result,
+                })
+            }
+        };
 
         let debug = if validation {
             let loader = debug_utils::Instance::new(&entry, &raw);

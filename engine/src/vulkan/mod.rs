@@ -28,6 +28,11 @@
 //! context, so the device outlives them; the context waits for the device to be
 //! idle, destroys pipelines, then the allocator, then the device, then the
 //! messenger, then the instance.
+//!
+//! Every `unsafe` block and impl here carries a `// SAFETY:` comment saying why
+//! it holds (enforced by clippy below).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod context;
 mod descriptors;
@@ -49,3 +54,19 @@ pub use push::{BinaryPush, NoPush, PushConstants};
 pub use shaders::{BindingAccess, Shader};
 pub use submit::{Stages, Submission};
 pub use validation::ValidationLog;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Context>();
+        send_sync::<Buffer>();
+        send_sync::<Pipeline>();
+        send_sync::<ValidationLog>();
+        fn send<T: Send>() {}
+        send::<Submission<'static>>();
+    }
+}
