@@ -1,0 +1,374 @@
+//! The Vulkan loader and instance: optional validation (with synchronization
+//! validation) and a debug-utils messenger feeding a [`ValidationLog`]; physical
+//! device listing and choice.
+
+use std::ffi::{c_char, CStr};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use ash::{ext::debug_utils, vk};
+
+use super::error::{VkCall, VkError, VkResult};
+use super::validation::{self, ValidationLog};
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// The Vulkan API version the instance asks for and devices must support (the
+/// shaders are compiled for it, see `TARGET_VULKAN` in build.rs).
+pub(crate) const API_VERSION: u32 = vk::API_VERSION_1_2;
+
+/// The kind of a physical device, in the order [`DeviceSelector::Auto`] prefers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DeviceKind {
+    Discrete,
+    Integrated,
+    Virtual,
+    /// A CPU implementation such as Mesa's lavapipe.
+    Cpu,
+    Other,
+}
+
+impl DeviceKind {
+    fn from_vk(t: vk::PhysicalDeviceType) -> Self {
+        match t {
+            vk::PhysicalDeviceType::DISCRETE_GPU => Self::Discrete,
+            vk::PhysicalDeviceType::INTEGRATED_GPU => Self::Integrated,
+            vk::PhysicalDeviceType::VIRTUAL_GPU => Self::Virtual,
+            vk::PhysicalDeviceType::CPU => Self::Cpu,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// What the loader reports about one physical device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Position in the loader's enumeration (what [`DeviceSelector::Index`] takes).
+    pub index: usize,
+    pub name: String,
+    pub kind: DeviceKind,
+    /// Supported Vulkan version, (major, minor, patch).
+    pub api_version: (u32, u32, u32),
+    pub vendor_id: u32,
+    pub device_id: u32,
+}
+
+impl fmt::Display for DeviceInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (major, minor, patch) = self.api_version;
+        write!(
+            f,
+            "{}: {} ({:?}, Vulkan {major}.{minor}.{patch})",
+            self.index, self.name, self.kind
+        )
+    }
+}
+
+/// Which physical device a context uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DeviceSelector {
+    /// Discrete GPU first, then integrated, virtual, CPU, other; ties by index.
+    #[default]
+    Auto,
+    /// The device at this enumeration index.
+    Index(usize),
+    /// The first device whose name contains this (case-insensitive).
+    Name(String),
+}
+
+impl FromStr for DeviceSelector {
+    type Err = std::convert::Infallible;
+
+    /// `""` or `"auto"` -> Auto, a number -> Index, anything else -> Name.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        Ok(if s.is_empty() || s.eq_ignore_ascii_case("auto") {
+            Self::Auto
+        } else if let Ok(i) = s.parse() {
+            Self::Index(i)
+        } else {
+            Self::Name(s.to_string())
+        })
+    }
+}
+
+impl DeviceSelector {
+    /// Picks from `devices` (as enumerated). Errors name the devices there are.
+    pub fn choose<'a>(&self, devices: &'a [DeviceInfo]) -> VkResult<&'a DeviceInfo> {
+        if devices.is_empty() {
+            return Err(VkError::NoDevice);
+        }
+        let found = match self {
+            Self::Auto => devices.iter().min_by_key(|d| (d.kind, d.index)),
+            Self::Index(i) => devices.iter().find(|d| d.index == *i),
+            Self::Name(needle) => {
+                let needle = needle.to_lowercase();
+                devices
+                    .iter()
+                    .find(|d| d.name.to_lowercase().contains(&needle))
+            }
+        };
+        found.ok_or_else(|| VkError::DeviceNotFound {
+            selector: match self {
+                Self::Auto => "auto".to_string(),
+                Self::Index(i) => i.to_string(),
+                Self::Name(n) => n.clone(),
+            },
+            available: devices
+                .iter()
+                .map(|d| format!("{d}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
+    }
+}
+
+/// Loader + instance + (with validation) the messenger. Drop destroys the
+/// messenger, then the instance; the loader library is unloaded last.
+pub(crate) struct Instance {
+    pub(crate) raw: ash::Instance,
+    debug: Option<(debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    /// Target of the messenger's `p_user_data`: must outlive the messenger and
+    /// the instance (fields drop after `Drop::drop` has destroyed both).
+    pub(crate) log: Arc<ValidationLog>,
+    /// Keeps libvulkan loaded while the instance exists; dropped last.
+    _entry: ash::Entry,
+}
+
+impl Instance {
+    /// Loads the Vulkan loader and creates an instance; with `validation`, enables
+    /// VK_LAYER_KHRONOS_validation with synchronization validation and a messenger
+    /// that records warnings and errors in [`Instance::log`].
+    pub(crate) fn new(validation: bool) -> VkResult<Self> {
+        // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is
+        // designed to be loaded this way, and the Entry keeps it loaded for as long
+        // as any handle obtained through it is used (it is dropped last).
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::Loader(e.to_string()))?;
+        let log = Arc::new(ValidationLog::default());
+
+        let mut layers: Vec<*const c_char> = Vec::new();
+        let mut extensions: Vec<*const c_char> = Vec::new();
+        if validation {
+            // SAFETY: plain query through a loaded entry; no handles involved.
+            let available = unsafe { entry.enumerate_instance_layer_properties() }
+                .call("vkEnumerateInstanceLayerProperties")?;
+            if !available
+                .iter()
+                .any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER))
+            {
+                return Err(VkError::ValidationLayerMissing);
+            }
+            // SAFETY: plain query; the layer name is a valid NUL-terminated string.
+            let layer_exts =
+                unsafe { entry.enumerate_instance_extension_properties(Some(VALIDATION_LAYER)) }
+                    .call("vkEnumerateInstanceExtensionProperties")?;
+            // SAFETY: plain query of the loader's and implicit layers' extensions.
+            let global_exts = unsafe { entry.enumerate_instance_extension_properties(None) }
+                .call("vkEnumerateInstanceExtensionProperties")?;
+            let has = |name: &CStr| {
+                layer_exts
+                    .iter()
+                    .chain(&global_exts)
+                    .any(|e| e.extension_name_as_c_str() == Ok(name))
+            };
+            for ext in [debug_utils::NAME, ash::ext::validation_features::NAME] {
+                if !has(ext) {
+                    return Err(VkError::MissingExtension(if ext == debug_utils::NAME {
+                        "VK_EXT_debug_utils"
+                    } else {
+                        "VK_EXT_validation_features"
+                    }));
+                }
+                extensions.push(ext.as_ptr());
+            }
+            layers.push(VALIDATION_LAYER.as_ptr());
+        }
+
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"sharpi")
+            .engine_name(c"sharpi")
+            .api_version(API_VERSION);
+        let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
+        let user_data = Arc::as_ptr(&log).cast_mut().cast::<std::ffi::c_void>();
+        // Catches messages from vkCreateInstance / vkDestroyInstance themselves.
+        let mut creation_messenger = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(validation::severities())
+            .message_type(validation::message_types())
+            .pfn_user_callback(Some(validation::callback))
+            .user_data(user_data);
+        let mut create_info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&extensions);
+        if validation {
+            create_info = create_info
+                .push_next(&mut features)
+                .push_next(&mut creation_messenger);
+        }
+        // SAFETY: every pointer in create_info (app info, layer and extension names,
+        // the pNext chain) points to locals that outlive this call; the chained
+        // messenger's user data is the Arc'd log, which the Instance keeps alive
+        // until after vkDestroyInstance.
+        let raw = match unsafe { entry.create_instance(&create_info, None) } {
+            Ok(raw) => raw,
+            Err(vk::Result::ERROR_INCOMPATIBLE_DRIVER) => return Err(VkError::NoDriver),
+            Err(result) => {
+                return Err(VkError::Vk {
+                    call: "vkCreateInstance",
+                    result,
+                })
+            }
+        };
+
+        let debug = if validation {
+            let loader = debug_utils::Instance::new(&entry, &raw);
+            // Its own create info, with no pNext chain.
+            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+                .message_severity(validation::severities())
+                .message_type(validation::message_types())
+                .pfn_user_callback(Some(validation::callback))
+                .user_data(user_data);
+            // SAFETY: `raw` is a live instance with VK_EXT_debug_utils enabled; the
+            // user data (the Arc'd log) outlives the messenger, which Drop destroys
+            // before the instance.
+            match unsafe { loader.create_debug_utils_messenger(&info, None) } {
+                Ok(messenger) => Some((loader, messenger)),
+                Err(result) => {
+                    // SAFETY: `raw` was just created, nothing else uses it yet.
+                    unsafe { raw.destroy_instance(None) };
+                    return Err(VkError::Vk {
+                        call: "vkCreateDebugUtilsMessengerEXT",
+                        result,
+                    });
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Self {
+            raw,
+            debug,
+            log,
+            _entry: entry,
+        })
+    }
+
+    /// Whether the validation layer and the messenger are on.
+    pub(crate) fn validation_enabled(&self) -> bool {
+        self.debug.is_some()
+    }
+
+    /// All physical devices, in enumeration order, with the handle for each.
+    pub(crate) fn devices(&self) -> VkResult<Vec<(vk::PhysicalDevice, DeviceInfo)>> {
+        // SAFETY: `self.raw` is a live instance.
+        let handles =
+            unsafe { self.raw.enumerate_physical_devices() }.call("vkEnumeratePhysicalDevices")?;
+        Ok(handles
+            .into_iter()
+            .enumerate()
+            .map(|(index, pd)| {
+                // SAFETY: `pd` was just enumerated from this live instance.
+                let props = unsafe { self.raw.get_physical_device_properties(pd) };
+                let name = props
+                    .device_name_as_c_str()
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| "(unnamed)".to_string());
+                let v = props.api_version;
+                let info = DeviceInfo {
+                    index,
+                    name,
+                    kind: DeviceKind::from_vk(props.device_type),
+                    api_version: (
+                        vk::api_version_major(v),
+                        vk::api_version_minor(v),
+                        vk::api_version_patch(v),
+                    ),
+                    vendor_id: props.vendor_id,
+                    device_id: props.device_id,
+                };
+                (pd, info)
+            })
+            .collect())
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some((loader, messenger)) = self.debug.take() {
+            // SAFETY: the messenger was created from this instance and is destroyed
+            // exactly once, before the instance.
+            unsafe { loader.destroy_debug_utils_messenger(messenger, None) };
+        }
+        // SAFETY: every child object (device, messenger) has been destroyed by now:
+        // the device owner drops before its Instance (see context.rs).
+        unsafe { self.raw.destroy_instance(None) };
+    }
+}
+
+/// Lists the physical devices (a temporary instance without validation).
+pub fn list_devices() -> VkResult<Vec<DeviceInfo>> {
+    let instance = Instance::new(false)?;
+    Ok(instance
+        .devices()?
+        .into_iter()
+        .map(|(_, info)| info)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(index: usize, name: &str, kind: DeviceKind) -> DeviceInfo {
+        DeviceInfo {
+            index,
+            name: name.into(),
+            kind,
+            api_version: (1, 3, 0),
+            vendor_id: 0,
+            device_id: 0,
+        }
+    }
+
+    #[test]
+    fn auto_prefers_discrete_then_integrated() {
+        let devices = [
+            dev(0, "llvmpipe", DeviceKind::Cpu),
+            dev(1, "iGPU", DeviceKind::Integrated),
+            dev(2, "NVIDIA H200", DeviceKind::Discrete),
+        ];
+        assert_eq!(DeviceSelector::Auto.choose(&devices).unwrap().index, 2);
+        assert_eq!(DeviceSelector::Auto.choose(&devices[..2]).unwrap().index, 1);
+        assert_eq!(DeviceSelector::Auto.choose(&devices[..1]).unwrap().index, 0);
+        assert_eq!(
+            "h200"
+                .parse::<DeviceSelector>()
+                .unwrap()
+                .choose(&devices)
+                .unwrap()
+                .index,
+            2
+        );
+        assert_eq!(
+            "0".parse::<DeviceSelector>()
+                .unwrap()
+                .choose(&devices)
+                .unwrap()
+                .index,
+            0
+        );
+        assert_eq!("".parse::<DeviceSelector>().unwrap(), DeviceSelector::Auto);
+        let err = DeviceSelector::Index(7)
+            .choose(&devices)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`7`") && err.contains("llvmpipe"), "{err}");
+        assert!(matches!(
+            DeviceSelector::Auto.choose(&[]),
+            Err(VkError::NoDevice)
+        ));
+    }
+}

@@ -1,0 +1,96 @@
+//! The compiled shader table: one [`Shader`] constant per variant that
+//! `engine/build.rs` compiled from `shaders/` (e.g. [`ADD`]), plus [`ALL`].
+
+/// How a shader accesses one storage-buffer binding (from SPIR-V decorations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindingAccess {
+    /// Declared `readonly`.
+    Read,
+    /// Declared `writeonly`.
+    Write,
+    /// Read and written.
+    ReadWrite,
+    /// No buffer declared at this binding number (a gap), or neither read nor written.
+    Unused,
+}
+
+/// One compiled compute shader and what reflection found in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Shader {
+    /// Position in [`ALL`]; the pipeline cache is indexed by it.
+    pub index: usize,
+    /// Variant name (the key pipelines are cached under).
+    pub name: &'static str,
+    /// Source file under `shaders/`.
+    pub source: &'static str,
+    /// Macros this variant was compiled with.
+    pub defines: &'static [(&'static str, &'static str)],
+    words: fn() -> &'static [u32],
+    /// Storage-buffer bindings of descriptor set 0, indexed by binding number.
+    pub bindings: &'static [BindingAccess],
+    /// Size in bytes of the push-constant block (0 if none).
+    pub push_constant_size: u32,
+    /// `local_size_x/y/z` of the shader.
+    pub local_size: [u32; 3],
+}
+
+impl Shader {
+    /// The SPIR-V words (native endianness, 4-byte aligned).
+    pub fn spirv(&self) -> &'static [u32] {
+        (self.words)()
+    }
+}
+
+/// Looks a shader up by variant name.
+pub fn by_name(name: &str) -> Option<&'static Shader> {
+    ALL.iter().find(|s| s.name == name)
+}
+
+/// SPIR-V bytes as `include_bytes!` gives them, aligned for reading as `u32` words.
+#[repr(C, align(4))]
+struct SpirvBytes<const N: usize>([u8; N]);
+
+impl<const N: usize> SpirvBytes<N> {
+    fn words(&'static self) -> &'static [u32] {
+        const { assert!(N % 4 == 0, "SPIR-V is a whole number of 32-bit words") };
+        // SAFETY: `self` is a 'static, immutable, 4-byte-aligned (repr align(4)) array
+        // of N bytes with N a multiple of 4, so it holds exactly N / 4 properly aligned,
+        // initialised u32 values (every bit pattern is a valid u32). build.rs wrote the
+        // words in the target's byte order.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u32>(), N / 4) }
+    }
+}
+
+include!(concat!(env!("OUT_DIR"), "/shaders.rs"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_indexed_and_spirv_is_valid() {
+        for (i, shader) in ALL.iter().enumerate() {
+            assert_eq!(shader.index, i);
+            let words = shader.spirv();
+            assert_eq!(words[0], 0x0723_0203, "{}: SPIR-V magic", shader.name);
+            assert_eq!(words.as_ptr() as usize % 4, 0);
+            assert_eq!(by_name(shader.name).unwrap().index, i);
+        }
+        assert!(by_name("no-such-shader").is_none());
+    }
+
+    #[test]
+    fn add_reflection() {
+        assert_eq!(ADD.name, "add");
+        assert_eq!(
+            ADD.bindings,
+            &[
+                BindingAccess::Read,
+                BindingAccess::Read,
+                BindingAccess::Write
+            ]
+        );
+        assert_eq!(ADD.push_constant_size, 16);
+        assert_eq!(ADD.local_size, [256, 1, 1]);
+    }
+}
