@@ -1,4 +1,4 @@
-//! A hardened, memory-mapped GGUF reader.
+//! A hardened, memory-mapped GGUF reader, and a writer ([`GgufWriter`]).
 //!
 //! [`GgufFile::open`] maps a file and parses its header; [`GgufFile::from_bytes`]
 //! runs the same parser on bytes in memory. Versions 2 and 3 are supported
@@ -32,6 +32,7 @@ pub mod limits;
 mod reader;
 mod tensor;
 mod value;
+mod writer;
 
 use std::fs::File;
 use std::path::Path;
@@ -41,6 +42,7 @@ use memmap2::Mmap;
 pub use error::{ErrorKind, GgufError, MetadataError};
 pub use tensor::TensorInfo;
 pub use value::Value;
+pub use writer::{GgufWriter, Layout, PendingTensor, WriteError, MAX_GGML_NAME_LEN};
 
 /// The key that names the model architecture.
 pub const ARCHITECTURE_KEY: &str = "general.architecture";
