@@ -145,14 +145,25 @@ quantize_tests! {
 #[test]
 fn manifest_covers_every_type() {
     let m = manifest();
-    let mut deq: Vec<&str> = m["dequantize"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut deq: Vec<&str> = m["dequantize"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     deq.sort_unstable();
     let mut want = vec![
-        "BF16", "F16", "Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q8_0",
+        "BF16", "F16", "Q2_K", "Q3_K", "Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K",
+        "Q8_0",
     ];
     want.sort_unstable();
     assert_eq!(deq, want);
-    let mut q: Vec<&str> = m["quantize"].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut q: Vec<&str> = m["quantize"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     q.sort_unstable();
     assert_eq!(q, ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]);
 }
@@ -162,13 +173,29 @@ fn manifest_covers_every_type() {
 /// a matching run exercised more than zeros.
 #[test]
 fn vectors_are_varied() {
-    for name in ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"] {
+    for name in [
+        "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+        "Q6_K",
+    ] {
         let v = floats(&read(&format!("{name}.f32")));
-        let finite: Vec<f32> = v.iter().copied().filter(|x| x.is_finite() && *x != 0.0).collect();
-        assert!(finite.len() > v.len() / 2, "{name}: mostly zero or non-finite");
-        assert!(finite.iter().any(|x| *x > 0.0) && finite.iter().any(|x| *x < 0.0), "{name}: one sign");
+        let finite: Vec<f32> = v
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite() && *x != 0.0)
+            .collect();
+        assert!(
+            finite.len() > v.len() / 2,
+            "{name}: mostly zero or non-finite"
+        );
+        assert!(
+            finite.iter().any(|x| *x > 0.0) && finite.iter().any(|x| *x < 0.0),
+            "{name}: one sign"
+        );
         let amax = finite.iter().fold(0f32, |m, x| m.max(x.abs()));
         let amin = finite.iter().fold(f32::INFINITY, |m, x| m.min(x.abs()));
-        assert!(amax / amin > 1e6, "{name}: magnitudes span only {amin:e}..{amax:e}");
+        assert!(
+            amax / amin > 1e6,
+            "{name}: magnitudes span only {amin:e}..{amax:e}"
+        );
     }
 }
