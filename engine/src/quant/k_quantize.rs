@@ -25,7 +25,7 @@ const GROUP_MAX_EPS: f32 = 1e-15;
 /// that in debug builds); outside that range, and for NaN, it returns the
 /// same unspecified value ggml's release build does, never panicking.
 #[inline]
-pub fn nearest_int(f: f32) -> i32 {
+pub(crate) fn nearest_int(f: f32) -> i32 {
     let val = f + 12_582_912.0;
     (val.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
@@ -600,6 +600,8 @@ impl BlockQ8_K {
     pub fn quantize(x: &[f32; QK_K]) -> Self {
         let (max, amax) = signed_absmax(x);
         if amax == 0.0 {
+            // ggml zeroes d and qs and leaves bsums as the buffer had them;
+            // here they are zero too, which is what they sum to.
             return BlockQ8_K {
                 d: 0.0,
                 qs: [0; QK_K],

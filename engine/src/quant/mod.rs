@@ -22,7 +22,6 @@ use std::fmt;
 use crate::ggml_type::GgmlType;
 
 pub use k::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
-pub use k_quantize::nearest_int;
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
 /// What was asked of a type that cannot do it.
@@ -176,7 +175,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), Qua
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::k_quantize::nearest_int;
 
     #[test]
     fn nearest_int_rounds_half_to_even() {
