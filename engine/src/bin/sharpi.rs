@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use engine::cli::{self, CliError};
+use engine::quantize::FileType;
+use engine::synth::{self, Arch};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +25,49 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Quantize a GGUF model with llama.cpp's recipe for a file type.
+    Quantize {
+        /// The model to quantize (any type sharpi can dequantize).
+        input: PathBuf,
+        /// Where to write the quantized model.
+        output: PathBuf,
+        /// File type: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k,
+        /// q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k.
+        #[arg(long = "type", value_name = "TYPE")]
+        ftype: FileType,
+        /// Worker threads (default: all cores). The output does not depend on it.
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Write a small synthetic model, deterministic from a seed.
+    Synth {
+        /// Architecture: qwen3 or qwen3moe.
+        #[arg(long)]
+        arch: Arch,
+        /// Seed of the weights.
+        #[arg(long)]
+        seed: u64,
+        /// A GGUF model whose tokenizer (tokenizer.* keys) is copied.
+        #[arg(long, value_name = "MODEL")]
+        tokenizer_from: PathBuf,
+        /// Where to write the model.
+        output: PathBuf,
+        /// File type (the quantization recipe applied to the weights).
+        #[arg(long = "type", value_name = "TYPE", default_value = "q4_k_m")]
+        ftype: FileType,
+        /// Output head scale: logits have about this standard deviation.
+        #[arg(long)]
+        head_scale: Option<f32>,
+        /// Token embedding standard deviation.
+        #[arg(long)]
+        embed_scale: Option<f32>,
+        /// Router (ffn_gate_inp) scale, for qwen3moe.
+        #[arg(long)]
+        router_scale: Option<f32>,
+        /// Worker threads (default: all cores). The output does not depend on it.
+        #[arg(long)]
+        threads: Option<usize>,
+    },
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -30,6 +75,31 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
         Command::Inspect { model, json } => cli::inspect::run(&model, json, &mut out)?,
+        Command::Quantize {
+            input,
+            output,
+            ftype,
+            threads,
+        } => cli::quantize::run(&input, &output, ftype, threads, &mut out)?,
+        Command::Synth {
+            arch,
+            seed,
+            tokenizer_from,
+            output,
+            ftype,
+            head_scale,
+            embed_scale,
+            router_scale,
+            threads,
+        } => {
+            let mut cfg = synth::Config::new(arch, seed);
+            cfg.ftype = ftype;
+            let s = &mut cfg.scales;
+            s.head = head_scale.unwrap_or(s.head);
+            s.embed = embed_scale.unwrap_or(s.embed);
+            s.router = router_scale.unwrap_or(s.router);
+            cli::synth::run(&cfg, &tokenizer_from, &output, threads, &mut out)?
+        }
     }
     out.flush()?;
     Ok(())

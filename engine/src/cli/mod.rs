@@ -2,8 +2,12 @@
 //! subcommand's work in a module here so it can be tested without a process.
 
 pub mod inspect;
+pub mod quantize;
+pub mod synth;
 
-use crate::gguf::{GgufError, GgufFile};
+use crate::gguf::{GgufError, GgufFile, WriteError};
+use crate::quantize::QuantizeError;
+use crate::synth::SynthError;
 use std::io;
 use std::path::Path;
 
@@ -20,6 +24,14 @@ pub enum CliError {
     Output(#[from] io::Error),
     #[error("{0}")]
     Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Quantize(#[from] QuantizeError),
+    #[error("{0}")]
+    Synth(#[from] SynthError),
+    #[error("{0}")]
+    Write(#[from] WriteError),
+    #[error("thread pool: {0}")]
+    ThreadPool(#[from] rayon::ThreadPoolBuildError),
 }
 
 /// Prints a command-line parse error as one line (help and version requests
@@ -62,4 +74,13 @@ pub fn open_model(path: &Path) -> Result<GgufFile, CliError> {
             }
         }
     })
+}
+
+/// A rayon pool of `threads` threads (all cores when `None`).
+pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        b = b.num_threads(n);
+    }
+    Ok(b.build()?)
 }

@@ -1,0 +1,435 @@
+//! Small synthetic models, deterministic from a seed, for architectures
+//! whose real weights are out of reach (Qwen3, Qwen3-MoE).
+//!
+//! A model is: the architecture's metadata keys (those llama.cpp's loader
+//! reads for it), a real tokenizer's `tokenizer.*` keys copied from another
+//! GGUF file (so real text tokenizes and chat templates render), and
+//! weights drawn from the pinned generator in [`rng`], one stream per
+//! tensor (seeded from the model seed and the tensor name), scaled as
+//! [`Scales`] says. Each tensor gets the type llama.cpp's recipe gives it
+//! for the file type (Q4_K_M by default) and is quantized row by row with
+//! the reference quantizers; tensors are written in llama.cpp's order. The
+//! result is the file `llama-quantize` would make from the same weights
+//! stored as F32, and the same bytes for the same seed on every machine.
+
+pub mod qwen3;
+pub mod qwen3moe;
+pub mod rng;
+
+use std::fmt;
+use std::str::FromStr;
+
+use rayon::prelude::*;
+
+use crate::ggml_type::GgmlType;
+use crate::gguf::{GgufFile, GgufWriter, Value, WriteError};
+use crate::quant::{self, QuantError};
+use crate::quantize::recipe::{self, FileType, ModelInfo, RecipeError, TensorDesc};
+use crate::quantize::QUANTIZATION_VERSION;
+use rng::Xoshiro256StarStar;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    Qwen3,
+    Qwen3Moe,
+}
+
+impl Arch {
+    /// The `general.architecture` string.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Qwen3 => "qwen3",
+            Arch::Qwen3Moe => "qwen3moe",
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Arch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Arch, String> {
+        match s {
+            "qwen3" => Ok(Arch::Qwen3),
+            "qwen3moe" => Ok(Arch::Qwen3Moe),
+            _ => Err(format!(
+                "unknown architecture {s:?} (one of: qwen3, qwen3moe)"
+            )),
+        }
+    }
+}
+
+/// How large the random weights are. Every matrix is drawn as
+/// `normal * scale / sqrt(fan_in)` (fan_in: its row length), except the
+/// token embedding (`normal * embed`); norm weights are `1 + norm_noise *
+/// normal`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scales {
+    /// Token embedding standard deviation.
+    pub embed: f32,
+    /// Output head: a row of norm-multiplier 1 gives logits of about this
+    /// standard deviation (the final norm makes the hidden state's RMS about
+    /// 1); rows are spread by [`Init::HeavyRows`]. Large by default so that
+    /// the next-token distribution is sharp (a clear top token).
+    pub head: f32,
+    /// Attention and FFN projections (1: variance-preserving).
+    pub proj: f32,
+    /// MoE router (`ffn_gate_inp`).
+    pub router: f32,
+    /// Noise around 1 in RMSNorm weights.
+    pub norm_noise: f32,
+}
+
+impl Default for Scales {
+    fn default() -> Scales {
+        Scales {
+            embed: 1.0,
+            head: 48.0,
+            proj: 1.0,
+            router: 1.0,
+            norm_noise: 0.1,
+        }
+    }
+}
+
+/// Shape and hyperparameters of a synthetic model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub arch: Arch,
+    pub seed: u64,
+    pub n_layer: u32,
+    pub n_embd: u32,
+    pub n_head: u32,
+    pub n_head_kv: u32,
+    pub head_dim: u32,
+    /// Dense FFN width (Qwen3-MoE: written as `feed_forward_length`, which
+    /// llama.cpp uses only when `expert_feed_forward_length` is absent).
+    pub n_ff: u32,
+    pub n_expert: u32,
+    pub n_expert_used: u32,
+    pub n_ff_exp: u32,
+    pub context_length: u32,
+    pub rope_freq_base: f32,
+    pub rms_eps: f32,
+    pub scales: Scales,
+    pub ftype: FileType,
+}
+
+impl Config {
+    /// The defaults for `arch` (see [`qwen3::config`], [`qwen3moe::config`]).
+    pub fn new(arch: Arch, seed: u64) -> Config {
+        match arch {
+            Arch::Qwen3 => qwen3::config(seed),
+            Arch::Qwen3Moe => qwen3moe::config(seed),
+        }
+    }
+}
+
+/// How a tensor's values are drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Init {
+    /// `normal * std`.
+    Normal { std: f32 },
+    /// `1 + noise * normal` (RMSNorm weights).
+    Norm { noise: f32 },
+    /// `normal * std * r`, with one `r = (1 - u)^(-1/4)` per row (`u`
+    /// uniform, drawn before the row; two square roots, so exact): row
+    /// norms with a Pareto tail of index 4, in [1, 64], much as token
+    /// frequencies spread the rows of a trained output head. The top logit
+    /// is then usually an outlier with a clear margin over the second;
+    /// with Gaussian rows, near-ties among 49152 logits come up on a fair
+    /// share of prompts (measured with llama.cpp on 60 prompts: minimum
+    /// top-1/top-2 margins of 0.000-0.03 at a logit s.d. of 32, against
+    /// 1.2-2.0 at s.d. 45 with this tail, with ~30 distinct top tokens).
+    HeavyRows { std: f32 },
+}
+
+/// One tensor of a synthetic model, before it is drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSpec {
+    pub name: String,
+    /// ggml `ne` order.
+    pub dims: Vec<u64>,
+    pub init: Init,
+}
+
+impl TensorSpec {
+    fn new(name: impl Into<String>, dims: &[u64], init: Init) -> TensorSpec {
+        TensorSpec {
+            name: name.into(),
+            dims: dims.to_vec(),
+            init,
+        }
+    }
+
+    /// A matrix of `dims` scaled for its fan-in (`dims[0]`).
+    fn matrix(name: impl Into<String>, dims: &[u64], scale: f32) -> TensorSpec {
+        let std = scale / (dims[0] as f32).sqrt();
+        TensorSpec::new(name, dims, Init::Normal { std })
+    }
+
+    fn norm(name: impl Into<String>, len: u64, s: &Scales) -> TensorSpec {
+        TensorSpec::new(
+            name,
+            &[len],
+            Init::Norm {
+                noise: s.norm_noise,
+            },
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    #[error("tokenizer source: {0}")]
+    Tokenizer(String),
+    #[error("{0}")]
+    Recipe(#[from] RecipeError),
+    #[error("tensor {name:?}: {source}")]
+    Quant { name: String, source: QuantError },
+    #[error("{0}")]
+    Write(#[from] WriteError),
+}
+
+/// The `tokenizer.*` keys of `src`, in its order, and the vocabulary size
+/// (the length of `tokenizer.ggml.tokens`).
+pub fn tokenizer_metadata(src: &GgufFile) -> Result<(Vec<(String, Value)>, u64), SynthError> {
+    let n_vocab = src
+        .get_array("tokenizer.ggml.tokens")
+        .map_err(|e| SynthError::Tokenizer(e.to_string()))?
+        .len() as u64;
+    if n_vocab == 0 {
+        return Err(SynthError::Tokenizer(
+            "tokenizer.ggml.tokens is empty".into(),
+        ));
+    }
+    let kvs = src
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with("tokenizer."))
+        .cloned()
+        .collect();
+    Ok((kvs, n_vocab))
+}
+
+/// The architecture's metadata (without tokenizer, file type and
+/// quantization version).
+fn arch_metadata(cfg: &Config) -> Vec<(String, Value)> {
+    match cfg.arch {
+        Arch::Qwen3 => qwen3::metadata(cfg),
+        Arch::Qwen3Moe => qwen3moe::metadata(cfg),
+    }
+}
+
+fn tensor_specs(cfg: &Config, n_vocab: u64) -> Vec<TensorSpec> {
+    match cfg.arch {
+        Arch::Qwen3 => qwen3::tensors(cfg, n_vocab),
+        Arch::Qwen3Moe => qwen3moe::tensors(cfg, n_vocab),
+    }
+}
+
+/// Draws a tensor's values from its own stream.
+pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
+    let n: u64 = spec.dims.iter().product();
+    let mut r = Xoshiro256StarStar::for_tensor(seed, &spec.name);
+    match spec.init {
+        Init::Normal { std } => (0..n).map(|_| r.normal() * std).collect(),
+        Init::Norm { noise } => (0..n).map(|_| 1.0 + noise * r.normal()).collect(),
+        Init::HeavyRows { std } => {
+            let row_len = spec.dims[0];
+            let mut out = Vec::with_capacity(n as usize);
+            for _ in 0..n / row_len {
+                // 1 - u is in (0, 1]: the multiplier is in [1, 64].
+                let row_std = std / (1.0 - r.uniform()).sqrt().sqrt();
+                out.extend((0..row_len).map(|_| r.normal() * row_std));
+            }
+            out
+        }
+    }
+}
+
+/// Quantizes f32 rows of `row_len` to `ty` (rows in parallel; each row's
+/// bytes depend on that row only).
+fn quantize_rows(values: &[f32], ty: GgmlType, row_len: usize) -> Result<Vec<u8>, QuantError> {
+    if ty == GgmlType::F32 {
+        return Ok(values.iter().flat_map(|v| v.to_le_bytes()).collect());
+    }
+    let row_bytes = ty
+        .bytes_for(row_len as u64)
+        .ok_or(QuantError::NotBlockMultiple {
+            ty,
+            elems: row_len,
+            block_elems: ty.block_elems(),
+        })? as usize;
+    let mut out = vec![0u8; values.len() / row_len * row_bytes];
+    out.par_chunks_mut(row_bytes)
+        .zip(values.par_chunks(row_len))
+        .with_min_len(8)
+        .try_for_each(|(dst, src)| quant::quantize_row(ty, src, dst))?;
+    Ok(out)
+}
+
+/// Builds the model `cfg` describes, with the tokenizer of `tokenizer`.
+/// Runs on the current rayon pool; the bytes do not depend on it.
+pub fn synthesize(cfg: &Config, tokenizer: &GgufFile) -> Result<GgufWriter<'static>, SynthError> {
+    let (tok_kvs, n_vocab) = tokenizer_metadata(tokenizer)?;
+    let specs = tensor_specs(cfg, n_vocab);
+
+    let model = ModelInfo {
+        arch: cfg.arch.name().to_string(),
+        n_layer: cfg.n_layer,
+        n_head: cfg.n_head,
+        n_head_kv: cfg.n_head_kv,
+        n_expert: cfg.n_expert,
+    };
+    let descs: Vec<TensorDesc> = specs
+        .iter()
+        .map(|s| TensorDesc {
+            name: &s.name,
+            ty: GgmlType::F32,
+            dims: &s.dims,
+        })
+        .collect();
+    let choices = recipe::plan(&model, &descs, cfg.ftype)?;
+
+    let mut w = GgufWriter::new();
+    for (k, v) in arch_metadata(cfg).into_iter().chain(tok_kvs) {
+        w.set(k, v)?;
+    }
+    w.set(
+        "general.quantization_version",
+        Value::U32(QUANTIZATION_VERSION),
+    )?;
+    w.set("general.file_type", Value::U32(cfg.ftype.id()))?;
+
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    for i in recipe::llama_order(&names) {
+        let spec = &specs[i];
+        let ty = choices[i].ty;
+        let values = draw(cfg.seed, spec);
+        let data = quantize_rows(&values, ty, spec.dims[0] as usize).map_err(|source| {
+            SynthError::Quant {
+                name: spec.name.clone(),
+                source,
+            }
+        })?;
+        w.add_tensor(spec.name.clone(), ty, &spec.dims, data)?;
+    }
+    Ok(w)
+}
+
+/// Keys every synthetic model starts with.
+fn general_metadata(cfg: &Config) -> Vec<(String, Value)> {
+    vec![
+        (
+            "general.architecture".into(),
+            Value::String(cfg.arch.name().into()),
+        ),
+        ("general.type".into(), Value::String("model".into())),
+        (
+            "general.name".into(),
+            Value::String(format!("synthetic {} seed {}", cfg.arch, cfg.seed)),
+        ),
+    ]
+}
+
+/// `{arch}.{suffix}` as a u32 value.
+fn arch_u32(cfg: &Config, suffix: &str, v: u32) -> (String, Value) {
+    (format!("{}.{suffix}", cfg.arch), Value::U32(v))
+}
+
+fn arch_f32(cfg: &Config, suffix: &str, v: f32) -> (String, Value) {
+    (format!("{}.{suffix}", cfg.arch), Value::F32(v))
+}
+
+/// Keys shared by Qwen3 and Qwen3-MoE, in the order llama.cpp's converter
+/// writes them.
+fn transformer_metadata(cfg: &Config) -> Vec<(String, Value)> {
+    let mut m = general_metadata(cfg);
+    m.extend([
+        arch_u32(cfg, "block_count", cfg.n_layer),
+        arch_u32(cfg, "context_length", cfg.context_length),
+        arch_u32(cfg, "embedding_length", cfg.n_embd),
+        arch_u32(cfg, "feed_forward_length", cfg.n_ff),
+        arch_u32(cfg, "attention.head_count", cfg.n_head),
+        arch_u32(cfg, "attention.head_count_kv", cfg.n_head_kv),
+        arch_f32(cfg, "rope.freq_base", cfg.rope_freq_base),
+        arch_f32(cfg, "attention.layer_norm_rms_epsilon", cfg.rms_eps),
+        arch_u32(cfg, "attention.key_length", cfg.head_dim),
+        arch_u32(cfg, "attention.value_length", cfg.head_dim),
+    ]);
+    m
+}
+
+/// Embedding, attention block (with QK-norm) and head tensors shared by
+/// Qwen3 and Qwen3-MoE; `ffn` adds each layer's FFN tensors.
+fn transformer_tensors(
+    cfg: &Config,
+    n_vocab: u64,
+    mut ffn: impl FnMut(u32, &mut Vec<TensorSpec>),
+) -> Vec<TensorSpec> {
+    let s = &cfg.scales;
+    let d = u64::from(cfg.n_embd);
+    let hd = u64::from(cfg.head_dim);
+    let q = hd * u64::from(cfg.n_head);
+    let kv = hd * u64::from(cfg.n_head_kv);
+    let mut t = vec![TensorSpec::new(
+        "token_embd.weight",
+        &[d, n_vocab],
+        Init::Normal { std: s.embed },
+    )];
+    for i in 0..cfg.n_layer {
+        let b = |n: &str| format!("blk.{i}.{n}.weight");
+        t.push(TensorSpec::norm(b("attn_norm"), d, s));
+        t.push(TensorSpec::matrix(b("attn_q"), &[d, q], s.proj));
+        t.push(TensorSpec::matrix(b("attn_k"), &[d, kv], s.proj));
+        t.push(TensorSpec::matrix(b("attn_v"), &[d, kv], s.proj));
+        t.push(TensorSpec::matrix(b("attn_output"), &[q, d], s.proj));
+        t.push(TensorSpec::norm(b("attn_q_norm"), hd, s));
+        t.push(TensorSpec::norm(b("attn_k_norm"), hd, s));
+        t.push(TensorSpec::norm(b("ffn_norm"), d, s));
+        ffn(i, &mut t);
+    }
+    t.push(TensorSpec::norm("output_norm.weight", d, s));
+    t.push(TensorSpec::new(
+        "output.weight",
+        &[d, n_vocab],
+        Init::HeavyRows {
+            std: s.head / (d as f32).sqrt(),
+        },
+    ));
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_names_parse() {
+        assert_eq!("qwen3".parse::<Arch>(), Ok(Arch::Qwen3));
+        assert_eq!("qwen3moe".parse::<Arch>(), Ok(Arch::Qwen3Moe));
+        assert!("llama".parse::<Arch>().unwrap_err().contains("one of"));
+    }
+
+    #[test]
+    fn draws_depend_on_seed_and_name_only() {
+        let a = TensorSpec::new("a", &[4, 2], Init::Normal { std: 2.0 });
+        let b = TensorSpec::new("b", &[4, 2], Init::Normal { std: 2.0 });
+        assert_eq!(draw(1, &a), draw(1, &a));
+        assert_ne!(draw(1, &a), draw(2, &a));
+        assert_ne!(draw(1, &a), draw(1, &b));
+        let n = TensorSpec::new("n", &[1000], Init::Norm { noise: 0.1 });
+        assert!(draw(3, &n).iter().all(|&x| (0.6..1.4).contains(&x)));
+    }
+
+    #[test]
+    fn matrices_are_scaled_by_fan_in() {
+        let m = TensorSpec::matrix("m", &[256, 3], 2.0);
+        assert_eq!(m.init, Init::Normal { std: 0.125 });
+    }
+}
