@@ -197,6 +197,17 @@ pub fn quantize_model<'a>(
     Ok((w, summary))
 }
 
+/// Bytes of one row of `row_len` elements of `ty`.
+fn row_bytes(ty: GgmlType, row_len: usize) -> Result<usize, QuantError> {
+    ty.bytes_for(row_len as u64)
+        .map(|b| b as usize)
+        .ok_or(QuantError::NotBlockMultiple {
+            ty,
+            elems: row_len,
+            block_elems: ty.block_elems(),
+        })
+}
+
 /// Converts whole rows of `row_len` elements from `from` to `to`.
 pub fn convert(
     src: &[u8],
@@ -204,16 +215,7 @@ pub fn convert(
     to: GgmlType,
     row_len: usize,
 ) -> Result<Vec<u8>, QuantError> {
-    let row_bytes = |ty: GgmlType| -> Result<usize, QuantError> {
-        ty.bytes_for(row_len as u64)
-            .map(|b| b as usize)
-            .ok_or(QuantError::NotBlockMultiple {
-                ty,
-                elems: row_len,
-                block_elems: ty.block_elems(),
-            })
-    };
-    let (src_row, dst_row) = (row_bytes(from)?, row_bytes(to)?);
+    let (src_row, dst_row) = (row_bytes(from, row_len)?, row_bytes(to, row_len)?);
     if row_len == 0 || src.len() % src_row != 0 {
         return Err(QuantError::LengthMismatch {
             ty: from,
@@ -222,8 +224,7 @@ pub fn convert(
             actual: src.len(),
         });
     }
-    let n_rows = src.len() / src_row;
-    let mut out = vec![0u8; n_rows * dst_row];
+    let mut out = vec![0u8; src.len() / src_row * dst_row];
     out.par_chunks_mut(dst_row)
         .zip(src.par_chunks(src_row))
         .with_min_len(8)
@@ -234,6 +235,25 @@ pub fn convert(
                 quant::quantize_row(to, row, dst)
             },
         )?;
+    Ok(out)
+}
+
+/// Quantizes f32 `values`, whole rows of `row_len`, to `ty`.
+pub fn quantize_rows(values: &[f32], ty: GgmlType, row_len: usize) -> Result<Vec<u8>, QuantError> {
+    let dst_row = row_bytes(ty, row_len)?;
+    if row_len == 0 || values.len() % row_len != 0 {
+        return Err(QuantError::LengthMismatch {
+            ty: GgmlType::F32,
+            elems: row_len,
+            expected: row_len * 4,
+            actual: values.len() * 4,
+        });
+    }
+    let mut out = vec![0u8; values.len() / row_len * dst_row];
+    out.par_chunks_mut(dst_row)
+        .zip(values.par_chunks(row_len))
+        .with_min_len(8)
+        .try_for_each(|(dst, src)| quant::quantize_row(ty, src, dst))?;
     Ok(out)
 }
 
@@ -270,6 +290,10 @@ mod tests {
             quant::quantize_row(GgmlType::Q4_K, &x[r * row_len..][..row_len], dst).unwrap();
         }
         assert_eq!(one, expected);
+        assert_eq!(
+            quantize_rows(&x, GgmlType::Q4_K, row_len).unwrap(),
+            expected
+        );
     }
 
     #[test]
@@ -277,6 +301,8 @@ mod tests {
         let e = convert(&[0u8; 12], GgmlType::F32, GgmlType::Q8_0, 3).unwrap_err();
         assert!(matches!(e, QuantError::NotBlockMultiple { .. }), "{e}");
         let e = convert(&[0u8; 10], GgmlType::F32, GgmlType::F16, 2).unwrap_err();
+        assert!(matches!(e, QuantError::LengthMismatch { .. }), "{e}");
+        let e = quantize_rows(&[0.0; 40], GgmlType::Q8_0, 32).unwrap_err();
         assert!(matches!(e, QuantError::LengthMismatch { .. }), "{e}");
     }
 }

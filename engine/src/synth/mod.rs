@@ -19,13 +19,11 @@ pub mod rng;
 use std::fmt;
 use std::str::FromStr;
 
-use rayon::prelude::*;
-
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, GgufWriter, Value, WriteError};
-use crate::quant::{self, QuantError};
+use crate::quant::QuantError;
 use crate::quantize::recipe::{self, FileType, ModelInfo, RecipeError, TensorDesc};
-use crate::quantize::QUANTIZATION_VERSION;
+use crate::quantize::{quantize_rows, QUANTIZATION_VERSION};
 use rng::Xoshiro256StarStar;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,27 +248,6 @@ pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
             out
         }
     }
-}
-
-/// Quantizes f32 rows of `row_len` to `ty` (rows in parallel; each row's
-/// bytes depend on that row only).
-fn quantize_rows(values: &[f32], ty: GgmlType, row_len: usize) -> Result<Vec<u8>, QuantError> {
-    if ty == GgmlType::F32 {
-        return Ok(values.iter().flat_map(|v| v.to_le_bytes()).collect());
-    }
-    let row_bytes = ty
-        .bytes_for(row_len as u64)
-        .ok_or(QuantError::NotBlockMultiple {
-            ty,
-            elems: row_len,
-            block_elems: ty.block_elems(),
-        })? as usize;
-    let mut out = vec![0u8; values.len() / row_len * row_bytes];
-    out.par_chunks_mut(row_bytes)
-        .zip(values.par_chunks(row_len))
-        .with_min_len(8)
-        .try_for_each(|(dst, src)| quant::quantize_row(ty, src, dst))?;
-    Ok(out)
 }
 
 /// Builds the model `cfg` describes, with the tokenizer of `tokenizer`.
