@@ -203,3 +203,44 @@ impl Devices {
         Ok(dst)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_places_layers_embedding_and_head() {
+        let p = Placement::split(4, 1, 1, 0);
+        assert_eq!(p.layers, [1, 0, 0, 0]);
+        assert_eq!((p.device(Stage::Embed), p.device(Stage::Head)), (1, 0));
+        assert_eq!(p.devices_used(), [0, 1]);
+        // Every layer on the first device: the head follows it.
+        let p = Placement::split(4, 4, 1, 0);
+        assert_eq!((p.device(Stage::Head), p.devices_used()), (1, vec![1]));
+        // None on the first: only the embedding runs there.
+        let p = Placement::split(4, 0, 1, 0);
+        assert_eq!(p.layers, [0; 4]);
+        assert_eq!(p.device(Stage::Embed), 1);
+        assert_eq!(Placement::single(3).devices_used(), [0]);
+    }
+
+    #[test]
+    fn handoff_moves_rows_only_across_devices() {
+        let backends: Vec<Box<dyn Ops>> =
+            vec![Box::new(CpuBackend::new(1)), Box::new(CpuBackend::new(1))];
+        let mut d = Devices::new(backends, Placement::split(2, 1, 0, 1));
+        d.alloc_hidden(4, 3).unwrap();
+        let x = d.hidden(Stage::Embed, 4);
+        assert_eq!(x.device(), 0);
+        let data: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        d.backend(0).write(x, &data).unwrap();
+        // Same device: the very same view.
+        assert_eq!(d.handoff(x, Stage::Layer(0)).unwrap(), x);
+        // Across: rows 2..4 land in the first rows of device 1's buffer.
+        let y = d.handoff(x.rows_from(2, 2), Stage::Layer(1)).unwrap();
+        assert_eq!((y.device(), y.row0(), y.rows()), (1, 0, 2));
+        let mut back = vec![0.0; 6];
+        d.backend(1).read(y, &mut back).unwrap();
+        assert_eq!(back, data[6..]);
+    }
+}
