@@ -117,13 +117,13 @@ impl KvStore {
         self.v.write(pos0 * self.v_width, v);
     }
 
-    /// Elements `range` of K row `j` (one head).
+    /// `len` elements of K row `j` from `start` (one head).
     #[inline]
     pub fn k(&self, j: usize, start: usize, len: usize) -> Row<'_> {
         row(&self.k, j * self.k_width + start, len)
     }
 
-    /// Elements `range` of V row `j` (one head).
+    /// `len` elements of V row `j` from `start` (one head).
     #[inline]
     pub fn v(&self, j: usize, start: usize, len: usize) -> Row<'_> {
         row(&self.v, j * self.v_width + start, len)

@@ -386,7 +386,9 @@ pub static GEMMA3: ArchSpec = ArchSpec {
     swa: SwaRule::Pattern { default_period: 6 },
 };
 
-/// Every supported architecture.
+/// Every supported architecture. Next in line: qwen3 (llama's table plus
+/// `attn_q_norm`/`attn_k_norm`, NEOX RoPE, `Qcur_normed`/`Kcur_normed` taps)
+/// and qwen3moe (the same attention, MoE feed-forward).
 pub static ARCHS: [&ArchSpec; 2] = [&LLAMA, &GEMMA3];
 
 /// The table for `general.architecture` = `name`.
