@@ -1,11 +1,17 @@
 //! sharpi engine: GGUF models on CPU and Vulkan.
 
 pub mod cli;
+pub mod cpu;
 pub mod ggml_type;
 pub mod gguf;
+pub mod model;
+pub mod ops;
+pub mod placement;
 pub mod quant;
 pub mod quantize;
 pub mod synth;
+pub mod session;
+pub mod trace;
 pub mod vulkan;
 
 pub use ggml_type::{GgmlType, TypeId};

@@ -1,0 +1,68 @@
+//! Causal (optionally sliding-window) grouped-query attention over a KV
+//! cache, f32 throughout, softmax sum in f64.
+
+use super::kv::KvStore;
+use super::parallel::for_chunks_init;
+use crate::ops::AttnParams;
+
+/// Attention of `q` `[T, n_head · head_dim_k]` against cache positions
+/// `0..pos0 + T` of `kv` (which must already hold this batch's K and V),
+/// into `out` `[T, n_head · head_dim_v]`. See [`crate::ops::Ops::attention`].
+///
+/// Work is split over (row, head) pairs; each pair is computed start to
+/// end by one thread.
+pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &AttnParams) {
+    let (nh, nkv, dk, dv) = (p.n_head, p.n_kv_head, p.head_dim_k, p.head_dim_v);
+    assert!(
+        nkv > 0 && nh % nkv == 0 && kv.k_width() == nkv * dk && kv.v_width() == nkv * dv,
+        "attention: {nh} heads over {nkv} KV heads of {dk}/{dv} with cache widths {}/{}",
+        kv.k_width(),
+        kv.v_width()
+    );
+    let n_rows = q.len() / (nh * dk);
+    assert!(
+        q.len() == n_rows * nh * dk && out.len() == n_rows * nh * dv && pos0 + n_rows <= kv.n_ctx(),
+        "attention: q {} / out {} elements for {n_rows} rows at {pos0} (context {})",
+        q.len(),
+        out.len(),
+        kv.n_ctx()
+    );
+    let group = nh / nkv;
+    let work = n_rows * nh * (pos0 + n_rows) * (dk + dv);
+    for_chunks_init(
+        out,
+        dv,
+        work,
+        || Vec::with_capacity(pos0 + n_rows),
+        |scores: &mut Vec<f32>, i, o| {
+            let (t, h) = (i / nh, i % nh);
+            let g = h / group;
+            let pos = pos0 + t;
+            let first = match p.window {
+                Some(w) => (pos + 1).saturating_sub(w),
+                None => 0,
+            };
+            let qh = &q[(t * nh + h) * dk..(t * nh + h + 1) * dk];
+            scores.clear();
+            let mut max = f32::NEG_INFINITY;
+            for j in first..=pos {
+                let mut s = p.scale * kv.k(j, g * dk, dk).dot(qh);
+                if let Some(cap) = p.softcap {
+                    s = (s / cap).tanh() * cap;
+                }
+                max = max.max(s);
+                scores.push(s);
+            }
+            let mut sum = 0.0f64;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += f64::from(*s);
+            }
+            let inv = (1.0 / sum) as f32;
+            o.fill(0.0);
+            for (j, &e) in (first..=pos).zip(scores.iter()) {
+                kv.v(j, g * dv, dv).axpy(e * inv, o);
+            }
+        },
+    );
+}

@@ -1,0 +1,139 @@
+//! A layer's KV cache on the CPU: K and V rows for every position of the
+//! context, allocated once.
+
+use half::f16;
+
+use crate::ops::KvType;
+
+/// Rows of one cache tensor, in the cache's element type.
+enum Rows {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+impl Rows {
+    fn new(ty: KvType, len: usize) -> Rows {
+        match ty {
+            KvType::F32 => Rows::F32(vec![0.0; len]),
+            KvType::F16 => Rows::F16(vec![f16::ZERO; len]),
+        }
+    }
+
+    fn write(&mut self, start: usize, src: &[f32]) {
+        match self {
+            Rows::F32(d) => d[start..start + src.len()].copy_from_slice(src),
+            Rows::F16(d) => d[start..start + src.len()]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(d, &s)| *d = f16::from_f32(s)),
+        }
+    }
+}
+
+/// One layer's cache: K `[n_ctx, k_width]` and V `[n_ctx, v_width]`.
+pub struct KvStore {
+    n_ctx: usize,
+    k_width: usize,
+    v_width: usize,
+    k: Rows,
+    v: Rows,
+}
+
+/// A borrowed row of a cache, in its stored type.
+#[derive(Clone, Copy)]
+pub enum Row<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+impl Row<'_> {
+    /// `Σ q[i] · row[i]` in f32.
+    #[inline]
+    pub fn dot(self, q: &[f32]) -> f32 {
+        match self {
+            Row::F32(r) => super::dot(q, r),
+            Row::F16(r) => q.iter().zip(r).map(|(&q, &k)| q * k.to_f32()).sum(),
+        }
+    }
+
+    /// `acc += a · row`.
+    #[inline]
+    pub fn axpy(self, a: f32, acc: &mut [f32]) {
+        match self {
+            Row::F32(r) => acc.iter_mut().zip(r).for_each(|(o, &v)| *o += a * v),
+            Row::F16(r) => acc
+                .iter_mut()
+                .zip(r)
+                .for_each(|(o, &v)| *o += a * v.to_f32()),
+        }
+    }
+}
+
+impl KvStore {
+    pub fn new(n_ctx: usize, k_width: usize, v_width: usize, ty: KvType) -> KvStore {
+        KvStore {
+            n_ctx,
+            k_width,
+            v_width,
+            k: Rows::new(ty, n_ctx * k_width),
+            v: Rows::new(ty, n_ctx * v_width),
+        }
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    pub fn k_width(&self) -> usize {
+        self.k_width
+    }
+
+    pub fn v_width(&self) -> usize {
+        self.v_width
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        let el = match self.k {
+            Rows::F32(_) => 4,
+            Rows::F16(_) => 2,
+        };
+        self.n_ctx * (self.k_width + self.v_width) * el
+    }
+
+    /// Stores K rows `k` `[T, k_width]` and V rows `v` `[T, v_width]` at
+    /// positions `pos0..pos0 + T`.
+    ///
+    /// # Panics
+    /// If the rows run past the context.
+    pub fn write(&mut self, pos0: usize, k: &[f32], v: &[f32]) {
+        let t = k.len() / self.k_width;
+        assert!(
+            k.len() == t * self.k_width && v.len() == t * self.v_width && pos0 + t <= self.n_ctx,
+            "kv write: {t} rows at {pos0} into a {}-position cache",
+            self.n_ctx
+        );
+        self.k.write(pos0 * self.k_width, k);
+        self.v.write(pos0 * self.v_width, v);
+    }
+
+    /// `len` elements of K row `j` from `start` (one head).
+    #[inline]
+    pub fn k(&self, j: usize, start: usize, len: usize) -> Row<'_> {
+        row(&self.k, j * self.k_width + start, len)
+    }
+
+    /// `len` elements of V row `j` from `start` (one head).
+    #[inline]
+    pub fn v(&self, j: usize, start: usize, len: usize) -> Row<'_> {
+        row(&self.v, j * self.v_width + start, len)
+    }
+}
+
+#[inline]
+fn row(r: &Rows, at: usize, len: usize) -> Row<'_> {
+    match r {
+        Rows::F32(d) => Row::F32(&d[at..at + len]),
+        Rows::F16(d) => Row::F16(&d[at..at + len]),
+    }
+}

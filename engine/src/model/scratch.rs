@@ -1,0 +1,65 @@
+//! The per-device activation buffers of a forward pass, allocated once.
+
+use crate::ops::{Act, BackendError};
+use crate::placement::Devices;
+
+use super::hparams::Hparams;
+
+/// The buffers one device needs to run any layer, each with room for a
+/// whole batch of `n_batch` rows. A forward pass narrows them to the
+/// batch's rows with [`Scratch::first`].
+#[derive(Clone, Copy, Debug)]
+pub struct Scratch {
+    /// `[n_batch, n_embd]`: normed block input (attn_norm, ffn_norm).
+    pub xb: Act,
+    /// `[n_batch, n_head · head_dim_k]`: Q.
+    pub q: Act,
+    /// `[n_batch, n_kv_head · head_dim_k]`: K of this batch.
+    pub k: Act,
+    /// `[n_batch, n_kv_head · head_dim_v]`: V of this batch.
+    pub v: Act,
+    /// `[n_batch, n_head · head_dim_v]`: attention output (kqv_out).
+    pub att: Act,
+    /// `[n_batch, n_embd]`: attention or FFN output projection.
+    pub proj: Act,
+    /// `[n_batch, n_ff]`: FFN gate, then the gated activation.
+    pub gate: Act,
+    /// `[n_batch, n_ff]`: FFN up projection.
+    pub up: Act,
+}
+
+impl Scratch {
+    /// Allocates the buffers on device `dev`.
+    pub fn alloc(
+        devices: &mut Devices,
+        dev: usize,
+        hp: &Hparams,
+        n_batch: usize,
+    ) -> Result<Scratch, BackendError> {
+        let mut a = |w: usize| devices.alloc(dev, n_batch, w);
+        Ok(Scratch {
+            xb: a(hp.n_embd)?,
+            q: a(hp.q_width())?,
+            k: a(hp.k_width())?,
+            v: a(hp.v_width())?,
+            att: a(hp.attn_out_width())?,
+            proj: a(hp.n_embd)?,
+            gate: a(hp.n_ff)?,
+            up: a(hp.n_ff)?,
+        })
+    }
+
+    /// Every buffer narrowed to its first `n` rows.
+    pub fn first(&self, n: usize) -> Scratch {
+        Scratch {
+            xb: self.xb.first(n),
+            q: self.q.first(n),
+            k: self.k.first(n),
+            v: self.v.first(n),
+            att: self.att.first(n),
+            proj: self.proj.first(n),
+            gate: self.gate.first(n),
+            up: self.up.first(n),
+        }
+    }
+}

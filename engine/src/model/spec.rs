@@ -1,0 +1,434 @@
+//! What each supported GGUF architecture is, as data: the metadata keys it
+//! reads, the tensors it needs (names, shapes), and the choices that differ
+//! between architectures (RoPE pairing, activation, norms, scales, sliding
+//! window). Loading ([`super::Model::load`]) checks a file against its
+//! table; the forward passes in [`super::arch`] rely on what it checked.
+//!
+//! The rules are llama.cpp's (src/llama-model.cpp, src/models/*.cpp,
+//! src/llama-graph.cpp), stated where they are used.
+
+use std::fmt;
+
+use crate::ops::{GluKind, RopeStyle};
+
+/// A supported architecture (`general.architecture`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arch {
+    Llama,
+    Gemma3,
+}
+
+/// Whether a metadata key must be present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Required,
+    /// Absent means the documented default.
+    Optional,
+}
+
+/// A metadata key, named by its suffix after `"{arch}."`.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    pub suffix: &'static str,
+    pub need: Need,
+}
+
+/// What a tensor is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    TokEmbd,
+    OutputNorm,
+    Output,
+    AttnNorm,
+    AttnQ,
+    AttnK,
+    AttnV,
+    AttnOut,
+    AttnQNorm,
+    AttnKNorm,
+    AttnPostNorm,
+    FfnNorm,
+    FfnGate,
+    FfnUp,
+    FfnDown,
+    FfnPostNorm,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A symbolic tensor dimension, resolved from the hyperparameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dim {
+    /// `n_embd`.
+    Embd,
+    /// Rows of `token_embd` (the vocabulary).
+    Vocab,
+    /// `feed_forward_length`.
+    Ff,
+    /// `n_head · head_dim_k` (Q projection output).
+    Q,
+    /// `n_kv_head · head_dim_k`.
+    K,
+    /// `n_kv_head · head_dim_v`.
+    V,
+    /// `n_head · head_dim_v` (attention output projection input).
+    AttnOutIn,
+    /// `head_dim_k` (per-head QK-norm weights).
+    HeadDimK,
+}
+
+/// How a tensor may be absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Required,
+    /// Absent: the output head reuses `token_embd.weight` (tied embeddings),
+    /// as llama.cpp does when `output.weight` is missing.
+    OrTokenEmbedding,
+}
+
+/// A tensor the architecture reads. `name` holds `{layer}` for per-layer
+/// tensors; `shape` is in ggml order (`[row length, rows]`).
+#[derive(Clone, Copy, Debug)]
+pub struct TensorSpec {
+    pub role: Role,
+    pub name: &'static str,
+    pub shape: &'static [Dim],
+    pub presence: Presence,
+}
+
+impl TensorSpec {
+    pub fn per_layer(&self) -> bool {
+        self.name.contains("{layer}")
+    }
+
+    /// The tensor's name in layer `l` (or its only name).
+    pub fn name_for(&self, l: usize) -> String {
+        self.name.replace("{layer}", &l.to_string())
+    }
+}
+
+/// Scaling of the token embeddings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbedScale {
+    None,
+    /// `x · sqrtf(n_embd)` (Gemma; llama.cpp `build_inp_embd(tok_embd,
+    /// sqrtf(n_embd))`, in f32).
+    SqrtEmbd,
+}
+
+/// How the attention logits are scaled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnScale {
+    /// `1 / sqrt(head_dim)` (llama.cpp llama: `1/sqrtf(n_embd_head)` as
+    /// `f_attention_scale` is never set for it).
+    InvSqrtHeadDim,
+    /// Gemma 3, as llama.cpp (which ignores `query_pre_attn_scalar`, absent
+    /// from GGUF): `1 / sqrt(n_embd / n_head)` (integer division) for the
+    /// 27B model (62 layers), `1 / sqrt(head_dim_k)` for every other size.
+    /// For the 270M: head_dim 256, so 1/16. Applied to Q before attention
+    /// (after the `Qcur` tap); we pass it as the attention's scale, which
+    /// is the same product.
+    Gemma3,
+}
+
+/// Which layers use sliding-window attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwaRule {
+    /// Every layer attends to the whole context.
+    None,
+    /// llama.cpp's `load_swa_pattern(ml, default_period)` without
+    /// `dense_first`, used only when `attention.sliding_window` is present
+    /// and nonzero: `attention.sliding_window_pattern` is either an array
+    /// of per-layer bools (true: sliding) or a period `n`, default
+    /// `default_period`; with a period, layer `il` slides iff `n == 0 ||
+    /// il % n < n - 1`, so the last layer of each period is global (Gemma 3
+    /// 270M, period 6: layers 5, 11, 17 are global). Sliding layers use
+    /// RoPE base `rope.freq_base_swa` (default 10000) and no RoPE scaling;
+    /// global layers use `rope.freq_base` and the file's scaling.
+    Pattern { default_period: u32 },
+}
+
+/// One architecture's table.
+#[derive(Debug)]
+pub struct ArchSpec {
+    pub arch: Arch,
+    /// `general.architecture`.
+    pub name: &'static str,
+    pub keys: &'static [Key],
+    pub tensors: &'static [TensorSpec],
+    /// RoPE pairing (llama.cpp `llama_model_rope_type`).
+    pub rope: RopeStyle,
+    /// Feed-forward: `down(act(gate(x)) · up(x))`.
+    pub ffn: GluKind,
+    pub embed_scale: EmbedScale,
+    pub attn_scale: AttnScale,
+    /// RMS-norm of each Q and K head (weights `[head_dim_k]`) before RoPE.
+    pub qk_norm: bool,
+    /// RMS-norm of the attention and FFN outputs before their residual adds.
+    pub post_norms: bool,
+    pub swa: SwaRule,
+}
+
+const fn req(suffix: &'static str) -> Key {
+    Key {
+        suffix,
+        need: Need::Required,
+    }
+}
+
+const fn opt(suffix: &'static str) -> Key {
+    Key {
+        suffix,
+        need: Need::Optional,
+    }
+}
+
+const fn t(role: Role, name: &'static str, shape: &'static [Dim]) -> TensorSpec {
+    TensorSpec {
+        role,
+        name,
+        shape,
+        presence: Presence::Required,
+    }
+}
+
+/// Keys every supported architecture reads. Defaults (llama.cpp's):
+/// `head_count_kv` = `head_count`; `key_length`/`value_length` = `n_embd /
+/// head_count`; `rope.dimension_count` = `key_length`; `rope.freq_base` =
+/// 10000; no RoPE scaling; `vocab_size`, when present, must equal the rows
+/// of `token_embd`.
+const COMMON_KEYS: [Key; 14] = [
+    req("context_length"),
+    req("embedding_length"),
+    req("block_count"),
+    req("feed_forward_length"),
+    req("attention.head_count"),
+    opt("attention.head_count_kv"),
+    req("attention.layer_norm_rms_epsilon"),
+    opt("attention.key_length"),
+    opt("attention.value_length"),
+    opt("rope.dimension_count"),
+    opt("rope.freq_base"),
+    opt("rope.scaling.type"),
+    opt("rope.scaling.factor"),
+    opt("vocab_size"),
+];
+
+const GLOBAL_TENSORS: [TensorSpec; 3] = [
+    t(Role::TokEmbd, "token_embd.weight", &[Dim::Embd, Dim::Vocab]),
+    t(Role::OutputNorm, "output_norm.weight", &[Dim::Embd]),
+    TensorSpec {
+        role: Role::Output,
+        name: "output.weight",
+        shape: &[Dim::Embd, Dim::Vocab],
+        presence: Presence::OrTokenEmbedding,
+    },
+];
+
+/// The pre-norm block both architectures share.
+const BLOCK_TENSORS: [TensorSpec; 9] = [
+    t(Role::AttnNorm, "blk.{layer}.attn_norm.weight", &[Dim::Embd]),
+    t(
+        Role::AttnQ,
+        "blk.{layer}.attn_q.weight",
+        &[Dim::Embd, Dim::Q],
+    ),
+    t(
+        Role::AttnK,
+        "blk.{layer}.attn_k.weight",
+        &[Dim::Embd, Dim::K],
+    ),
+    t(
+        Role::AttnV,
+        "blk.{layer}.attn_v.weight",
+        &[Dim::Embd, Dim::V],
+    ),
+    t(
+        Role::AttnOut,
+        "blk.{layer}.attn_output.weight",
+        &[Dim::AttnOutIn, Dim::Embd],
+    ),
+    t(Role::FfnNorm, "blk.{layer}.ffn_norm.weight", &[Dim::Embd]),
+    t(
+        Role::FfnGate,
+        "blk.{layer}.ffn_gate.weight",
+        &[Dim::Embd, Dim::Ff],
+    ),
+    t(
+        Role::FfnUp,
+        "blk.{layer}.ffn_up.weight",
+        &[Dim::Embd, Dim::Ff],
+    ),
+    t(
+        Role::FfnDown,
+        "blk.{layer}.ffn_down.weight",
+        &[Dim::Ff, Dim::Embd],
+    ),
+];
+
+const fn concat<const A: usize, const B: usize, const N: usize>(
+    a: [TensorSpec; A],
+    b: [TensorSpec; B],
+) -> [TensorSpec; N] {
+    assert!(A + B == N);
+    let mut out = [a[0]; N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+const LLAMA_TENSORS: [TensorSpec; 12] = concat(GLOBAL_TENSORS, BLOCK_TENSORS);
+
+/// Llama (and SmolLM2): pre-norm blocks, SwiGLU, NORM RoPE.
+///
+/// RoPE style NORM (adjacent pairs): HF Llama rotates halves, but
+/// llama.cpp's converter permutes the rows of `attn_q` / `attn_k` (per head:
+/// `reshape(n_head, 2, head_dim/2, n_in).swapaxes(1, 2)`) so that adjacent
+/// pairs on the stored weights give the same result. llama.cpp also
+/// requires `rope.dimension_count == head_dim` for llama.
+///
+/// Optional llama.cpp extras (`rope_freqs.weight` for Llama 3.1 scaling,
+/// biases, MoE experts) are not in this table: a file holding them is
+/// refused by name instead of being run wrongly.
+pub static LLAMA: ArchSpec = ArchSpec {
+    arch: Arch::Llama,
+    name: "llama",
+    keys: &COMMON_KEYS,
+    tensors: &LLAMA_TENSORS,
+    rope: RopeStyle::Norm,
+    ffn: GluKind::SwiGlu,
+    embed_scale: EmbedScale::None,
+    attn_scale: AttnScale::InvSqrtHeadDim,
+    qk_norm: false,
+    post_norms: false,
+    swa: SwaRule::None,
+};
+
+const GEMMA3_EXTRA_TENSORS: [TensorSpec; 4] = [
+    t(
+        Role::AttnQNorm,
+        "blk.{layer}.attn_q_norm.weight",
+        &[Dim::HeadDimK],
+    ),
+    t(
+        Role::AttnKNorm,
+        "blk.{layer}.attn_k_norm.weight",
+        &[Dim::HeadDimK],
+    ),
+    t(
+        Role::AttnPostNorm,
+        "blk.{layer}.post_attention_norm.weight",
+        &[Dim::Embd],
+    ),
+    t(
+        Role::FfnPostNorm,
+        "blk.{layer}.post_ffw_norm.weight",
+        &[Dim::Embd],
+    ),
+];
+
+const GEMMA3_TENSORS: [TensorSpec; 16] = concat(LLAMA_TENSORS, GEMMA3_EXTRA_TENSORS);
+
+const GEMMA3_KEYS: [Key; 18] = {
+    let extra = [
+        opt("attention.sliding_window"),
+        opt("attention.sliding_window_pattern"),
+        opt("rope.freq_base_swa"),
+        opt("final_logit_softcapping"),
+    ];
+    let mut out = [req(""); 18];
+    let mut i = 0;
+    while i < 14 {
+        out[i] = COMMON_KEYS[i];
+        i += 1;
+    }
+    while i < 18 {
+        out[i] = extra[i - 14];
+        i += 1;
+    }
+    out
+};
+
+/// Gemma 3 (text): embeddings scaled by `sqrt(n_embd)`, per-head RMS
+/// QK-norm before NEOX RoPE, RMS post-norms on the attention and FFN outputs
+/// (llama.cpp `attn_post_norm` / `ffn_post_norm`), GeGLU (tanh GELU),
+/// interleaved sliding-window and global layers with their own RoPE bases,
+/// optional final-logit soft-capping (`final_logit_softcapping`; absent in
+/// Gemma 3 GGUFs, so none).
+///
+/// Norm weights: HF Gemma computes `x̂ · (1 + w)`; llama.cpp's graph
+/// multiplies by the stored weight alone (`build_norm` → `ggml_mul`), so
+/// the converter stores `1 + w` and we use the stored weight as it is (the
+/// 270M file's norm weights are indeed centred well above 0, see the
+/// real-model tests).
+pub static GEMMA3: ArchSpec = ArchSpec {
+    arch: Arch::Gemma3,
+    name: "gemma3",
+    keys: &GEMMA3_KEYS,
+    tensors: &GEMMA3_TENSORS,
+    rope: RopeStyle::Neox,
+    ffn: GluKind::GeGluTanh,
+    embed_scale: EmbedScale::SqrtEmbd,
+    attn_scale: AttnScale::Gemma3,
+    qk_norm: true,
+    post_norms: true,
+    swa: SwaRule::Pattern { default_period: 6 },
+};
+
+/// Every supported architecture. Next in line: qwen3 (llama's table plus
+/// `attn_q_norm`/`attn_k_norm`, NEOX RoPE, `Qcur_normed`/`Kcur_normed` taps)
+/// and qwen3moe (the same attention, MoE feed-forward).
+pub static ARCHS: [&ArchSpec; 2] = [&LLAMA, &GEMMA3];
+
+/// The table for `general.architecture` = `name`.
+pub fn lookup(name: &str) -> Option<&'static ArchSpec> {
+    ARCHS.iter().copied().find(|s| s.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_are_consistent() {
+        for spec in ARCHS {
+            let mut names: Vec<&str> = spec.tensors.iter().map(|t| t.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(
+                names.len(),
+                spec.tensors.len(),
+                "{}: duplicate tensor names",
+                spec.name
+            );
+            let mut keys: Vec<&str> = spec.keys.iter().map(|k| k.suffix).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            assert_eq!(keys.len(), spec.keys.len(), "{}: duplicate keys", spec.name);
+            assert!(keys.iter().all(|k| !k.is_empty()));
+            assert_eq!(
+                spec.qk_norm,
+                spec.tensors.iter().any(|t| t.role == Role::AttnQNorm)
+            );
+            assert_eq!(
+                spec.post_norms,
+                spec.tensors.iter().any(|t| t.role == Role::FfnPostNorm)
+            );
+            assert_eq!(lookup(spec.name).map(|s| s.arch), Some(spec.arch));
+        }
+        assert_eq!(LLAMA.rope, RopeStyle::Norm);
+        assert_eq!(GEMMA3.rope, RopeStyle::Neox);
+        assert!(lookup("qwen3").is_none());
+    }
+}

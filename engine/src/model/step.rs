@@ -1,0 +1,122 @@
+//! What one forward pass works with: the devices, their scratch buffers,
+//! the logits buffer, and the trace sink; and [`Cx`], the ops of one stage
+//! with the tap hook.
+
+use std::ops::{Deref, DerefMut};
+
+use super::scratch::Scratch;
+use crate::ops::{Act, BackendError, Ops};
+use crate::placement::{Devices, Stage};
+use crate::trace::TraceSink;
+
+/// The state a forward pass borrows from its session.
+pub struct Step<'a> {
+    devices: &'a mut Devices,
+    /// `scratch[d]`: device `d`'s buffers, when `d` runs any stage.
+    scratch: &'a [Option<Scratch>],
+    /// `[HEAD_BLOCK, n_vocab]` on the head's device.
+    logits: Act,
+    sink: Option<&'a mut dyn TraceSink>,
+}
+
+impl<'a> Step<'a> {
+    pub fn new(
+        devices: &'a mut Devices,
+        scratch: &'a [Option<Scratch>],
+        logits: Act,
+        sink: Option<&'a mut dyn TraceSink>,
+    ) -> Step<'a> {
+        Step {
+            devices,
+            scratch,
+            logits,
+            sink,
+        }
+    }
+
+    /// The first `rows` rows of the hidden-state buffer where `stage` runs.
+    pub fn hidden(&self, stage: Stage, rows: usize) -> Act {
+        self.devices.hidden(stage, rows)
+    }
+
+    /// The scratch buffers of `stage`'s device, narrowed to `rows` rows.
+    pub fn scratch(&self, stage: Stage, rows: usize) -> Scratch {
+        let d = self.devices.device_of(stage);
+        self.scratch[d]
+            .as_ref()
+            .unwrap_or_else(|| panic!("no scratch on device {d}"))
+            .first(rows)
+    }
+
+    /// The logits buffer of the head's device.
+    pub fn logits(&self) -> Act {
+        self.logits
+    }
+
+    /// The hidden state `x`, made available where `to` runs: see
+    /// [`Devices::handoff`], the only place it crosses devices.
+    pub fn handoff(&mut self, x: Act, to: Stage) -> Result<Act, BackendError> {
+        self.devices.handoff(x, to)
+    }
+
+    /// The ops of the device that runs `stage`, tapping under `stage`'s
+    /// layer number (none for the embedding and the head).
+    pub fn at(&mut self, stage: Stage) -> Cx<'_, 'a> {
+        let layer = match stage {
+            Stage::Layer(l) => Some(l),
+            Stage::Embed | Stage::Head => None,
+        };
+        Cx {
+            ops: self.devices.at(stage),
+            sink: self.sink.as_deref_mut(),
+            layer,
+        }
+    }
+}
+
+/// One stage's ops (through `Deref` to [`Ops`]) and its tap hook.
+pub struct Cx<'s, 'a> {
+    ops: &'s mut dyn Ops,
+    sink: Option<&'s mut (dyn TraceSink + 'a)>,
+    layer: Option<usize>,
+}
+
+impl Cx<'_, '_> {
+    /// Hands `x` to the sink as `name` (llama.cpp's spelling). Without a
+    /// sink, or when the sink does not want it, nothing is read back.
+    pub fn tap(&mut self, name: &str, x: Act) -> Result<(), BackendError> {
+        let Some(sink) = self.sink.as_deref_mut() else {
+            return Ok(());
+        };
+        if !sink.wants(name, self.layer) {
+            return Ok(());
+        }
+        let mut host = vec![0.0; x.len()];
+        self.ops.read(x, &mut host)?;
+        sink.record(name, self.layer, [x.rows(), x.width()], &host);
+        Ok(())
+    }
+
+    /// Hands host data already read back to the sink as `name`.
+    pub fn tap_host(&mut self, name: &str, shape: [usize; 2], data: &[f32]) {
+        if let Some(sink) = self.sink.as_deref_mut() {
+            if sink.wants(name, self.layer) {
+                sink.record(name, self.layer, shape, data);
+            }
+        }
+    }
+}
+
+impl<'s> Deref for Cx<'s, '_> {
+    type Target = dyn Ops + 's;
+
+    fn deref(&self) -> &Self::Target {
+        self.ops
+    }
+}
+
+impl DerefMut for Cx<'_, '_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.ops
+    }
+}

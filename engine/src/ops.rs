@@ -1,0 +1,467 @@
+//! The narrow interface every backend implements.
+//!
+//! Model code (`model::arch::*`) is written once against [`Ops`] and never
+//! asks which backend it runs on. A backend owns its memory: activations
+//! ([`Act`]), weights ([`Weight`]) and KV caches ([`Kv`]) are opaque handles
+//! that only the backend that made them can resolve. Several backends can
+//! serve one model (see [`crate::placement`]); the hidden state moves between
+//! them in one place, [`crate::placement::Devices::handoff`].
+//!
+//! # Conventions
+//! - An activation is a row-major f32 matrix `[rows, width]`: one row per
+//!   token, `width` contiguous elements per row. Its memory order is that of
+//!   the corresponding contiguous ggml tensor (ggml's `ne[0]` is our width):
+//!   a `[n_tokens, n_head * head_dim]` Q is ggml's `[head_dim, n_head,
+//!   n_tokens]`, head `h` of token `t` at `t * width + h * head_dim`.
+//! - [`Act`] is a view: a buffer allocated with [`Ops::alloc`] for some
+//!   number of rows, narrowed with [`Act::rows_from`] / [`Act::first`].
+//!   Ops work on the rows of the views they are given.
+//! - Weights use ggml's dimension order: a matrix `[n_in, n_out]` has
+//!   `n_out` rows of `n_in` elements, and `matmul` computes `x · Wᵀ`.
+//! - Rows of one sequence sit at consecutive positions: row `t` of a batch
+//!   is at position `pos0 + t` (one sequence per session).
+//! - Compute ops only record work: on the CPU they run at once; a GPU
+//!   backend may queue them. Failures that only a device can have (lost
+//!   device, out of memory at submission) surface at the next host transfer
+//!   ([`Ops::read`] / [`Ops::write`]) as a [`BackendError`]. Shape mismatches
+//!   are bugs in the caller and panic with a message naming the op.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::ggml_type::GgmlType;
+use crate::gguf::{GgufFile, TensorInfo};
+
+/// An activation: a view of rows of a backend-owned f32 buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Act {
+    id: u32,
+    dev: u16,
+    row0: u32,
+    rows: u32,
+    width: u32,
+}
+
+impl Act {
+    /// A handle for buffer `id` of a backend, covering rows `0..rows`.
+    /// Backends call this from [`Ops::alloc`].
+    pub fn new(id: u32, rows: usize, width: usize) -> Act {
+        let c = |v: usize, what: &str| {
+            u32::try_from(v).unwrap_or_else(|_| panic!("activation {what} {v} exceeds u32"))
+        };
+        Act {
+            id,
+            dev: 0,
+            row0: 0,
+            rows: c(rows, "rows"),
+            width: c(width, "width"),
+        }
+    }
+
+    /// The backend's buffer id.
+    pub fn id(self) -> u32 {
+        self.id
+    }
+
+    /// Index of the device (in a [`crate::placement::Devices`]) that holds
+    /// the buffer; 0 for a backend used on its own.
+    pub fn device(self) -> usize {
+        usize::from(self.dev)
+    }
+
+    pub(crate) fn on_device(self, dev: usize) -> Act {
+        Act {
+            dev: u16::try_from(dev).expect("device index fits u16"),
+            ..self
+        }
+    }
+
+    /// First row of the buffer that this view covers.
+    pub fn row0(self) -> usize {
+        self.row0 as usize
+    }
+
+    /// Rows in this view.
+    pub fn rows(self) -> usize {
+        self.rows as usize
+    }
+
+    /// Elements per row.
+    pub fn width(self) -> usize {
+        self.width as usize
+    }
+
+    /// Elements in this view (`rows * width`).
+    pub fn len(self) -> usize {
+        self.rows() * self.width()
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// The view's element range within its buffer.
+    pub fn elems(self) -> Range<usize> {
+        let start = self.row0() * self.width();
+        start..start + self.len()
+    }
+
+    /// The first `n` rows of this view.
+    pub fn first(self, n: usize) -> Act {
+        self.rows_from(0, n)
+    }
+
+    /// Rows `start..start + n` of this view.
+    pub fn rows_from(self, start: usize, n: usize) -> Act {
+        assert!(
+            start + n <= self.rows(),
+            "rows {start}..{} outside a {}-row activation",
+            start + n,
+            self.rows()
+        );
+        Act {
+            row0: self.row0 + start as u32,
+            rows: n as u32,
+            ..self
+        }
+    }
+
+    /// Whether two views share any element of the same buffer.
+    pub fn overlaps(self, other: Act) -> bool {
+        let (a, b) = (self.elems(), other.elems());
+        self.id == other.id && self.dev == other.dev && a.start < b.end && b.start < a.end
+    }
+}
+
+impl fmt::Debug for Act {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Act#{}@{}[rows {}..{}, width {}]",
+            self.id,
+            self.dev,
+            self.row0,
+            self.row0 + self.rows,
+            self.width
+        )
+    }
+}
+
+/// A weight tensor prepared by a backend at load time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Weight(pub u32);
+
+/// One layer's KV cache, allocated once for the whole context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Kv(pub u32);
+
+/// Element type of a KV cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvType {
+    /// f32: what the reference captures use; the default.
+    #[default]
+    F32,
+    /// IEEE half: K and V rounded to nearest-even f16 when written.
+    F16,
+}
+
+/// Where a weight's bytes come from: a tensor of a mapped GGUF file (no
+/// copy) or bytes in memory (tests, synthetic models).
+#[derive(Clone)]
+pub struct WeightSource {
+    name: String,
+    ty: GgmlType,
+    /// `[n_in, n_out]`: row length, rows (a vector is `[n, 1]`).
+    dims: [usize; 2],
+    bytes: WeightBytes,
+}
+
+#[derive(Clone)]
+enum WeightBytes {
+    Mapped {
+        file: Arc<GgufFile>,
+        range: Range<usize>,
+    },
+    Owned(Arc<[u8]>),
+}
+
+impl WeightSource {
+    /// A tensor of `file` (1-D or 2-D; a 3-D or 4-D tensor is flattened to
+    /// rows of `dims[0]`).
+    pub fn from_gguf(file: &Arc<GgufFile>, t: &TensorInfo) -> WeightSource {
+        let start = usize::try_from(t.offset).expect("mapped offsets fit usize");
+        let len = usize::try_from(t.n_bytes).expect("mapped sizes fit usize");
+        WeightSource {
+            name: t.name.clone(),
+            ty: t.ty,
+            dims: [t.row_len() as usize, t.n_rows() as usize],
+            bytes: WeightBytes::Mapped {
+                file: Arc::clone(file),
+                range: start..start + len,
+            },
+        }
+    }
+
+    /// Bytes in memory: `n_out` rows of `n_in` elements of type `ty`.
+    ///
+    /// # Panics
+    /// If `bytes` is not exactly the size of such a matrix.
+    pub fn from_bytes(
+        name: &str,
+        ty: GgmlType,
+        n_in: usize,
+        n_out: usize,
+        bytes: Vec<u8>,
+    ) -> WeightSource {
+        let want = ty
+            .bytes_for((n_in * n_out) as u64)
+            .and_then(|b| usize::try_from(b).ok());
+        assert!(
+            n_in % ty.block_elems() == 0 && want == Some(bytes.len()),
+            "{name}: {} bytes for a [{n_in}, {n_out}] {} matrix",
+            bytes.len(),
+            ty.name()
+        );
+        WeightSource {
+            name: name.to_string(),
+            ty,
+            dims: [n_in, n_out],
+            bytes: WeightBytes::Owned(bytes.into()),
+        }
+    }
+
+    /// An f32 matrix (`values` row-major, `n_out` rows of `n_in`).
+    pub fn from_f32(name: &str, n_in: usize, n_out: usize, values: &[f32]) -> WeightSource {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        WeightSource::from_bytes(name, GgmlType::F32, n_in, n_out, bytes)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// Row length (`ne[0]`).
+    pub fn n_in(&self) -> usize {
+        self.dims[0]
+    }
+
+    /// Number of rows (product of the other dimensions).
+    pub fn n_out(&self) -> usize {
+        self.dims[1]
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.n_in() / self.ty.block_elems() * self.ty.block_bytes()
+    }
+
+    /// All the weight's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.bytes {
+            WeightBytes::Mapped { file, range } => &file.bytes()[range.clone()],
+            WeightBytes::Owned(b) => b,
+        }
+    }
+
+    /// The bytes of row `r`.
+    pub fn row(&self, r: usize) -> &[u8] {
+        let rb = self.row_bytes();
+        &self.bytes()[r * rb..(r + 1) * rb]
+    }
+}
+
+impl fmt::Debug for WeightSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} [{}, {}]",
+            self.name,
+            self.ty.name(),
+            self.dims[0],
+            self.dims[1]
+        )
+    }
+}
+
+/// How RoPE pairs the elements of a head.
+///
+/// ggml calls these `GGML_ROPE_TYPE_NORMAL` (0) and `GGML_ROPE_TYPE_NEOX`
+/// (2). Which one a model needs is a property of its architecture *as
+/// converted to GGUF* (llama.cpp's `llama_model_rope_type`): the converter
+/// permutes Llama's Q/K rows so that adjacent pairs are correct for it,
+/// while Gemma 3 and Qwen 3 keep HF's half-split layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs `(x[2i], x[2i+1])` rotate by `theta_i`.
+    Norm,
+    /// Halves: `(x[i], x[i + n_rot/2])` rotate by `theta_i`.
+    Neox,
+}
+
+/// RoPE of a `[rows, n_heads * head_dim]` activation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    pub style: RopeStyle,
+    /// Elements per head; `width` must be a multiple of it.
+    pub head_dim: usize,
+    /// Rotated elements at the start of each head (even, `<= head_dim`);
+    /// the rest pass through unchanged.
+    pub n_rot: usize,
+    /// Frequency base (`rope.freq_base`, or the SWA base on local layers).
+    pub base: f32,
+    /// Linear position scale (1 / `rope.scaling.factor`; 1 when unscaled).
+    pub freq_scale: f32,
+}
+
+/// Gated activation of the feed-forward network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GluKind {
+    /// `silu(g) * u`, `silu(g) = g / (1 + exp(-g))` (ggml `swiglu`).
+    SwiGlu,
+    /// `gelu_tanh(g) * u`, `gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) g
+    /// (1 + 0.044715 g²)))` (ggml `geglu`).
+    GeGluTanh,
+}
+
+/// Shape and rules of one attention call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnParams {
+    pub n_head: usize,
+    /// KV heads; `n_head` must be a multiple (grouped-query attention:
+    /// query head `h` reads KV head `h / (n_head / n_kv_head)`).
+    pub n_kv_head: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    /// Multiplies `q · k` before the softmax.
+    pub scale: f32,
+    /// Sliding window: a query at position `p` sees keys at `j` with
+    /// `p - j < window` (llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`:
+    /// every earlier position.
+    pub window: Option<usize>,
+    /// Logit soft-capping after scaling: `s = cap * tanh(s / cap)`.
+    pub softcap: Option<f32>,
+}
+
+/// Errors a backend reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    #[error("{backend}: weight {name:?} of type {ty} is not supported")]
+    UnsupportedWeight {
+        backend: String,
+        name: String,
+        ty: GgmlType,
+    },
+    #[error("{backend}: cannot allocate {bytes} bytes for {what}")]
+    OutOfMemory {
+        backend: String,
+        what: &'static str,
+        bytes: u64,
+    },
+    #[error("{backend}: {message}")]
+    Device { backend: String, message: String },
+}
+
+/// The operations a backend provides. Object safe: a
+/// [`crate::placement::Devices`] holds `Box<dyn Ops>`.
+///
+/// Every compute op names its output explicitly; where an op works in
+/// place it says so. Unless stated otherwise, an output must not overlap an
+/// input, inputs and outputs have the same number of rows, and all the
+/// handles come from this backend.
+pub trait Ops: Send {
+    /// A short name for messages ("cpu (2 threads)").
+    fn name(&self) -> String;
+
+    // ---- memory, at load time ------------------------------------------
+
+    /// Prepares a weight (CPU: keeps a reference to the mapped bytes; a GPU
+    /// uploads it). Fails for a type the backend cannot multiply.
+    fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError>;
+
+    /// A zeroed activation buffer `[rows, width]`.
+    fn alloc(&mut self, rows: usize, width: usize) -> Result<Act, BackendError>;
+
+    /// A KV cache of `n_ctx` positions: K rows of `k_width` and V rows of
+    /// `v_width` elements (`n_kv_head * head_dim`), stored as `ty`.
+    fn alloc_kv(
+        &mut self,
+        n_ctx: usize,
+        k_width: usize,
+        v_width: usize,
+        ty: KvType,
+    ) -> Result<Kv, BackendError>;
+
+    // ---- host transfers ------------------------------------------------
+
+    /// Copies host data into `dst` (`src.len() == dst.len()`).
+    fn write(&mut self, dst: Act, src: &[f32]) -> Result<(), BackendError>;
+
+    /// Copies `src` to the host (`dst.len() == src.len()`), after all
+    /// recorded work has finished.
+    fn read(&mut self, src: Act, dst: &mut [f32]) -> Result<(), BackendError>;
+
+    // ---- compute -------------------------------------------------------
+
+    /// `out[t] = table row tokens[t]`, dequantized. `table` is `[width,
+    /// n_vocab]`; `out` is `[tokens.len(), width]`; every token must be
+    /// `< n_vocab`.
+    fn embed(&mut self, table: Weight, tokens: &[u32], out: Act);
+
+    /// RMS normalisation of each group of `group` elements of each row
+    /// (`group == width` for a whole row; `head_dim` for per-head QK-norm):
+    /// `y = x * (1 / sqrt(mean(x²) + eps)) * w`, the mean accumulated in
+    /// f64 and the rest in f32 as ggml does; `w` (length `group`) is
+    /// optional. `out` may be `x` itself (in place).
+    fn rms_norm(&mut self, x: Act, w: Option<Weight>, eps: f32, group: usize, out: Act);
+
+    /// `out[t, r] = Σ_c W[r, c] · x[t, c]` for a weight `[n_in, n_out]`, `x`
+    /// `[rows, n_in]`, `out` `[rows, n_out]`. Quantized weights are the
+    /// backend's business (the CPU may quantize `x` as ggml does).
+    fn matmul(&mut self, w: Weight, x: Act, out: Act);
+
+    /// Rotates the first `n_rot` elements of every head of `x` in place.
+    /// For row `t` (position `p = pos0 + t`) and pair `i < n_rot / 2`:
+    /// `theta_i = freq_scale · p · base^(-2i / n_rot)`, computed in f32 as
+    /// ggml does (`theta_{i+1} = theta_i · base^(-2/n_rot)`, starting from
+    /// `p`), and the pair `(a, b)` (see [`RopeStyle`]) becomes
+    /// `(a cos − b sin, a sin + b cos)`.
+    fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize);
+
+    /// Causal self-attention of a batch, through the KV cache.
+    ///
+    /// `q` `[T, n_head · head_dim_k]`, `k` `[T, n_kv_head · head_dim_k]`, `v`
+    /// `[T, n_kv_head · head_dim_v]`, `out` `[T, n_head · head_dim_v]`. First
+    /// K and V rows are written to the cache at positions `pos0..pos0 + T`
+    /// (converted to the cache's type). Then for row `t` (position `p = pos0
+    /// + t`) and head `h` with KV head `g`: over visible positions `j`
+    /// (`j <= p`, and `p - j < window` if any), `s_j = scale · (q_h · k_{j,g})`
+    /// (soft-capped if asked), `a = softmax(s)` computed stably (max
+    /// subtracted, sum in f64), `out_h = Σ_j a_j v_{j,g}`, accumulated in
+    /// f32. `pos0 + T` must not exceed the cache's `n_ctx`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(&mut self, kv: Kv, q: Act, k: Act, v: Act, out: Act, pos0: usize, p: &AttnParams);
+
+    /// Gated activation in place: `gate = act(gate) * up` (same shapes).
+    fn glu(&mut self, kind: GluKind, gate: Act, up: Act);
+
+    /// `x += y` (same shapes).
+    fn add(&mut self, x: Act, y: Act);
+
+    /// `x *= y` elementwise (same shapes).
+    fn mul(&mut self, x: Act, y: Act);
+
+    /// `x *= s`.
+    fn scale(&mut self, x: Act, s: f32);
+
+    /// `x = cap · tanh(x / cap)` (final-logit soft-capping).
+    fn softcap(&mut self, x: Act, cap: f32);
+
+    /// `dst = src` (same shapes; the views must not overlap).
+    fn copy(&mut self, src: Act, dst: Act);
+}

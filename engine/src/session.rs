@@ -1,0 +1,302 @@
+//! A running model: weights prepared on its devices, KV caches and scratch
+//! allocated once, the current position.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::model::arch::ArchWeights;
+use crate::model::{HeadOut, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
+use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
+use crate::placement::{Devices, Stage};
+use crate::trace::TraceSink;
+
+/// How a session is set up.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Context length (positions in the KV cache); 0: the model's training
+    /// context, at most [`DEFAULT_MAX_CTX`].
+    pub n_ctx: usize,
+    /// Rows per forward pass: a longer prompt is processed in chunks of this
+    /// many tokens, each as one matrix-matrix batch.
+    pub n_batch: usize,
+    pub kv_type: KvType,
+    /// CPU threads (0: one per core).
+    pub threads: usize,
+}
+
+/// The context a session gets when none is asked for (bounded so that a
+/// model trained on 128k positions does not allocate a 128k cache).
+pub const DEFAULT_MAX_CTX: usize = 4096;
+
+impl Default for SessionConfig {
+    fn default() -> SessionConfig {
+        SessionConfig {
+            n_ctx: 0,
+            n_batch: 512,
+            kv_type: KvType::F32,
+            threads: 0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+    #[error("context full: {n_tokens} tokens at position {pos} need {} positions, the context has {n_ctx}", pos + n_tokens)]
+    ContextFull {
+        pos: usize,
+        n_tokens: usize,
+        n_ctx: usize,
+    },
+    #[error("no tokens to process")]
+    Empty,
+    #[error("token id {token} at index {index} is outside the vocabulary ({n_vocab} tokens)")]
+    TokenOutOfRange {
+        token: u32,
+        index: usize,
+        n_vocab: usize,
+    },
+    #[error("invalid session setting: {0}")]
+    Config(String),
+}
+
+/// Which positions of a forward pass get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outputs {
+    /// The last position only: `[n_vocab]`.
+    Last,
+    /// Every position: `[n_tokens, n_vocab]`.
+    All,
+}
+
+/// A model ready to run on its devices.
+pub struct Session {
+    model: Arc<Model>,
+    devices: Devices,
+    weights: ArchWeights,
+    /// One cache per layer, on the layer's device.
+    kv: Vec<Kv>,
+    /// `scratch[d]`: buffers of device `d` (`None` when `d` runs nothing).
+    scratch: Vec<Option<Scratch>>,
+    /// `[HEAD_BLOCK, n_vocab]` on the head's device.
+    logits_dev: Act,
+    /// `[n_vocab]`: the last position's logits, on the host.
+    logits: Vec<f32>,
+    /// `[n_tokens, n_vocab]`: every position's logits (grown by
+    /// [`Outputs::All`] only).
+    all_logits: Vec<f32>,
+    pos: usize,
+    n_ctx: usize,
+    n_batch: usize,
+}
+
+impl Session {
+    /// A session on the CPU with `cfg.threads` threads.
+    pub fn new(model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, SessionError> {
+        let devices = Devices::cpu(model.hparams().n_layer, cfg.threads);
+        Session::with_devices(model, devices, cfg)
+    }
+
+    /// A session on the given devices (placement decided by `devices`).
+    /// Prepares every weight on the device that uses it and allocates the
+    /// hidden-state buffers, per-device scratch, KV caches and logits.
+    pub fn with_devices(
+        model: Arc<Model>,
+        mut devices: Devices,
+        cfg: &SessionConfig,
+    ) -> Result<Session, SessionError> {
+        let hp = model.hparams().clone();
+        if devices.placement().n_layer() != hp.n_layer {
+            return Err(SessionError::Config(format!(
+                "placement has {} layers, the model {}",
+                devices.placement().n_layer(),
+                hp.n_layer
+            )));
+        }
+        let n_ctx = match cfg.n_ctx {
+            0 => hp.n_ctx_train.min(DEFAULT_MAX_CTX),
+            n => n,
+        };
+        if cfg.n_batch == 0 {
+            return Err(SessionError::Config("n_batch must be at least 1".into()));
+        }
+        let n_batch = cfg.n_batch.min(n_ctx);
+
+        let (global, layers) = upload(&model, &mut devices)?;
+        let weights = ArchWeights::new(model.arch(), &global, &layers);
+
+        devices.alloc_hidden(n_batch, hp.n_embd)?;
+        let mut scratch = vec![None; devices.n_devices()];
+        for d in devices.placement().devices_used() {
+            scratch[d] = Some(Scratch::alloc(&mut devices, d, &hp, n_batch)?);
+        }
+        let kv = (0..hp.n_layer)
+            .map(|l| {
+                let d = devices.device_of(Stage::Layer(l));
+                devices
+                    .backend(d)
+                    .alloc_kv(n_ctx, hp.k_width(), hp.v_width(), cfg.kv_type)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let head = devices.device_of(Stage::Head);
+        let logits_dev = devices.alloc(head, HEAD_BLOCK, hp.n_vocab)?;
+        Ok(Session {
+            logits: vec![0.0; hp.n_vocab],
+            all_logits: Vec::new(),
+            model,
+            devices,
+            weights,
+            kv,
+            scratch,
+            logits_dev,
+            pos: 0,
+            n_ctx,
+            n_batch,
+        })
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// The position the next token goes to (tokens processed so far).
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    pub fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
+    pub fn devices(&self) -> &Devices {
+        &self.devices
+    }
+
+    /// Forgets the sequence: the next token goes to position 0 (the caches
+    /// are overwritten as positions are reused).
+    pub fn reset(&mut self) {
+        self.pos = 0;
+    }
+
+    /// Processes a prompt (appended at the current position) and returns
+    /// the last position's logits `[n_vocab]`.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], SessionError> {
+        self.forward(tokens, Outputs::Last, None)
+    }
+
+    /// Processes one token and returns its logits `[n_vocab]`.
+    pub fn decode(&mut self, token: u32) -> Result<&[f32], SessionError> {
+        self.forward(&[token], Outputs::Last, None)
+    }
+
+    /// Processes `tokens` at the current position in batches of `n_batch`,
+    /// each batch one pass through the model, tapping into `sink` if given.
+    /// Returns the logits `outputs` asks for: `[n_vocab]` for
+    /// [`Outputs::Last`], `[tokens.len(), n_vocab]` for [`Outputs::All`].
+    ///
+    /// On an error from the backend the session's position is unchanged but
+    /// its caches may hold part of the batch; [`reset`](Self::reset) it.
+    pub fn forward(
+        &mut self,
+        tokens: &[u32],
+        outputs: Outputs,
+        mut sink: Option<&mut dyn TraceSink>,
+    ) -> Result<&[f32], SessionError> {
+        let n_vocab = self.model.hparams().n_vocab;
+        if tokens.is_empty() {
+            return Err(SessionError::Empty);
+        }
+        if self.pos + tokens.len() > self.n_ctx {
+            return Err(SessionError::ContextFull {
+                pos: self.pos,
+                n_tokens: tokens.len(),
+                n_ctx: self.n_ctx,
+            });
+        }
+        if let Some((index, &token)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= n_vocab)
+        {
+            return Err(SessionError::TokenOutOfRange {
+                token,
+                index,
+                n_vocab,
+            });
+        }
+        if outputs == Outputs::All {
+            self.all_logits.resize(tokens.len() * n_vocab, 0.0);
+        }
+        let n_chunks = tokens.len().div_ceil(self.n_batch);
+        let mut pos = self.pos;
+        for (c, chunk) in tokens.chunks(self.n_batch).enumerate() {
+            let out = match outputs {
+                Outputs::All => {
+                    let start = (pos - self.pos) * n_vocab;
+                    HeadOut::All(&mut self.all_logits[start..start + chunk.len() * n_vocab])
+                }
+                Outputs::Last if c + 1 == n_chunks => HeadOut::Last(&mut self.logits),
+                Outputs::Last => HeadOut::Skip,
+            };
+            let sink = sink.as_deref_mut().map(|s| s as &mut dyn TraceSink);
+            let mut step = Step::new(&mut self.devices, &self.scratch, self.logits_dev, sink);
+            self.weights
+                .forward(&self.model, &mut step, &self.kv, chunk, pos, out)?;
+            pos += chunk.len();
+        }
+        self.pos = pos;
+        Ok(match outputs {
+            Outputs::Last => &self.logits,
+            Outputs::All => &self.all_logits,
+        })
+    }
+}
+
+/// Prepares every weight on the device that uses it: token_embd where the
+/// embedding runs, output_norm and output where the head runs, each layer's
+/// tensors where the layer runs. A tensor needed on a device twice (a tied
+/// head on the embedding's device) is prepared once.
+fn upload(
+    model: &Model,
+    devices: &mut Devices,
+) -> Result<(RoleMap<Weight>, Vec<RoleMap<Weight>>), BackendError> {
+    use crate::model::Role;
+    let file = model.file();
+    let table = model.tensors();
+    let mut done: HashMap<(usize, String), Weight> = HashMap::new();
+    let mut put = |devices: &mut Devices, stage: Stage, info: &crate::gguf::TensorInfo| {
+        let d = devices.device_of(stage);
+        if let Some(&w) = done.get(&(d, info.name.clone())) {
+            return Ok(w);
+        }
+        let w = devices
+            .backend(d)
+            .upload(&WeightSource::from_gguf(file, info))?;
+        done.insert((d, info.name.clone()), w);
+        Ok::<Weight, BackendError>(w)
+    };
+    let mut global = BTreeMap::new();
+    for (&role, info) in &table.global {
+        let stage = if role == Role::TokEmbd {
+            Stage::Embed
+        } else {
+            Stage::Head
+        };
+        global.insert(role, put(devices, stage, info)?);
+    }
+    let mut layers = Vec::with_capacity(table.layers.len());
+    for (l, map) in table.layers.iter().enumerate() {
+        let mut m = BTreeMap::new();
+        for (&role, info) in map {
+            m.insert(role, put(devices, Stage::Layer(l), info)?);
+        }
+        layers.push(RoleMap::new(format!("layer {l}"), m));
+    }
+    Ok((RoleMap::new("model", global), layers))
+}
