@@ -9,8 +9,8 @@ pub mod ops;
 pub mod placement;
 pub mod quant;
 pub mod quantize;
-pub mod synth;
 pub mod session;
+pub mod synth;
 pub mod trace;
 pub mod vulkan;
 
