@@ -1,6 +1,7 @@
 //! sharpi engine: GGUF models on CPU and Vulkan.
 
 pub mod cli;
+pub mod cpu;
 pub mod ggml_type;
 pub mod gguf;
 pub mod quant;

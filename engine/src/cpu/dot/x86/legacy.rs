@@ -1,0 +1,173 @@
+//! The 32-element formats: ggml's AVX2 `ggml_vec_dot_{q4_0,q5_0,q8_0}_q8_0`
+//! and `ggml_vec_dot_{q4_1,q5_1}_q8_1`, for `R` rows by `C` columns.
+//!
+//! Per block and output: the integer dot in eight i32 lanes (four adjacent
+//! bytes each), converted to f32, FMA'd into an 8-lane accumulator with the
+//! block's scale `d_x * d_y`; Q4_1 and Q5_1 add `m_x * s_y` to a scalar as
+//! they go. Signed-by-signed products use ggml's sign trick
+//! (`|x| * sign(y, x)`), so both operands suit the unsigned-by-signed
+//! instructions.
+
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+use super::{
+    bytes_from_bits_32, bytes_from_nibbles_32, f16_at, hsum_float_8, load256, IntOps, Micro,
+};
+
+pub(crate) struct Q4_0<I>(PhantomData<I>);
+pub(crate) struct Q4_1<I>(PhantomData<I>);
+pub(crate) struct Q5_0<I>(PhantomData<I>);
+pub(crate) struct Q5_1<I>(PhantomData<I>);
+pub(crate) struct Q8_0<I>(PhantomData<I>);
+
+/// An activation block's scales and quants: (`d`, `s` or 0, 32 bytes).
+#[inline(always)]
+unsafe fn act<const WITH_S: bool>(p: *const u8) -> (f32, f32, __m256i) {
+    if WITH_S {
+        (f16_at(p), f16_at(p.add(2)), load256(p.add(4)))
+    } else {
+        (f16_at(p), 0.0, load256(p.add(2)))
+    }
+}
+
+/// A weight block of the signed kinds (Q4_0, Q5_0, Q8_0): its scale and
+/// its 32 values as signed bytes.
+trait Signed {
+    const WB: usize;
+    unsafe fn unpack(p: *const u8) -> (f32, __m256i);
+}
+
+/// A weight block of the offset kinds (Q4_1, Q5_1): `d`, `m` and its 32
+/// values as unsigned bytes.
+trait Offset {
+    const WB: usize;
+    unsafe fn unpack(p: *const u8) -> (f32, f32, __m256i);
+}
+
+/// ggml's loop for the signed kinds: `acc += (d_x * d_y) * float(lanes)`.
+#[inline(always)]
+unsafe fn signed_kernel<I: IntOps, B: Signed, const R: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+) -> [[f32; C]; R] {
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    for ib in 0..nb {
+        let ys: [(f32, f32, __m256i); C] = std::array::from_fn(|c| act::<false>(a[c].add(ib * 34)));
+        for r in 0..R {
+            let (dx, qx) = B::unpack(w[r].add(ib * B::WB));
+            let ax = _mm256_sign_epi8(qx, qx);
+            for c in 0..C {
+                let (dy, _, qy) = ys[c];
+                let sy = _mm256_sign_epi8(qy, qx);
+                let q = _mm256_cvtepi32_ps(I::dot4(_mm256_setzero_si256(), ax, sy));
+                let d = _mm256_set1_ps(dx * dy);
+                acc[r][c] = _mm256_fmadd_ps(d, q, acc[r][c]);
+            }
+        }
+    }
+    acc.map(|row| row.map(|v| hsum_float_8(v)))
+}
+
+/// ggml's loop for the offset kinds: `acc += (d_x * d_y) * float(lanes)`
+/// and `summs += m_x * s_y`; the result is `hsum(acc) + summs`.
+#[inline(always)]
+unsafe fn offset_kernel<I: IntOps, B: Offset, const R: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; C],
+) -> [[f32; C]; R] {
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    let mut summs = [[0.0f32; C]; R];
+    for ib in 0..nb {
+        let ys: [(f32, f32, __m256i); C] = std::array::from_fn(|c| act::<true>(a[c].add(ib * 36)));
+        for r in 0..R {
+            let (dx, mx, qx) = B::unpack(w[r].add(ib * B::WB));
+            for c in 0..C {
+                let (dy, sy, qy) = ys[c];
+                // ggml: `summs += m * s`, which gcc contracts to an FMA.
+                summs[r][c] = mx.mul_add(sy, summs[r][c]);
+                let xy = _mm256_cvtepi32_ps(I::dot4(_mm256_setzero_si256(), qx, qy));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), xy, acc[r][c]);
+            }
+        }
+    }
+    std::array::from_fn(|r| std::array::from_fn(|c| hsum_float_8(acc[r][c]) + summs[r][c]))
+}
+
+impl<I> Signed for Q4_0<I> {
+    const WB: usize = 18;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> (f32, __m256i) {
+        let q = bytes_from_nibbles_32(p.add(2));
+        (f16_at(p), _mm256_sub_epi8(q, _mm256_set1_epi8(8)))
+    }
+}
+
+impl<I> Signed for Q5_0<I> {
+    const WB: usize = 22;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> (f32, __m256i) {
+        // A clear fifth bit means "minus 16": 0xF0 in the high nibble.
+        let bits = bytes_from_bits_32(p.add(2));
+        let hi = _mm256_andnot_si256(bits, _mm256_set1_epi8(0xF0u8 as i8));
+        (
+            f16_at(p),
+            _mm256_or_si256(bytes_from_nibbles_32(p.add(6)), hi),
+        )
+    }
+}
+
+impl<I> Signed for Q8_0<I> {
+    const WB: usize = 34;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> (f32, __m256i) {
+        (f16_at(p), load256(p.add(2)))
+    }
+}
+
+impl<I> Offset for Q4_1<I> {
+    const WB: usize = 20;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> (f32, f32, __m256i) {
+        (f16_at(p), f16_at(p.add(2)), bytes_from_nibbles_32(p.add(4)))
+    }
+}
+
+impl<I> Offset for Q5_1<I> {
+    const WB: usize = 24;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> (f32, f32, __m256i) {
+        let hi = _mm256_and_si256(bytes_from_bits_32(p.add(4)), _mm256_set1_epi8(0x10));
+        (
+            f16_at(p),
+            f16_at(p.add(2)),
+            _mm256_or_si256(bytes_from_nibbles_32(p.add(8)), hi),
+        )
+    }
+}
+
+macro_rules! micro {
+    ($ty:ident, $kind:ident, $kernel:ident, $act:literal) => {
+        impl<I: IntOps> Micro for $ty<I> {
+            const W_BYTES: usize = <Self as $kind>::WB;
+            const A_BYTES: usize = $act;
+
+            #[inline(always)]
+            unsafe fn run<const R: usize, const C: usize>(
+                nb: usize,
+                w: [*const u8; R],
+                a: [*const u8; C],
+            ) -> [[f32; C]; R] {
+                $kernel::<I, Self, R, C>(nb, w, a)
+            }
+        }
+    };
+}
+
+micro!(Q4_0, Signed, signed_kernel, 34);
+micro!(Q5_0, Signed, signed_kernel, 34);
+micro!(Q8_0, Signed, signed_kernel, 34);
+micro!(Q4_1, Offset, offset_kernel, 36);
+micro!(Q5_1, Offset, offset_kernel, 36);
