@@ -5,10 +5,16 @@
 //! routine, not with the reference quantizer in [`crate::quant`]: it scales by
 //! `id = 127 / amax` (the reference uses `1 / (amax / 127)`) and rounds half
 //! to even (the reference rounds half away from zero). The two differ on
-//! ties and where the two `id`s differ in the last bit. The functions here
-//! compute the x86 routine's bytes, so that a dot product here sees the same
-//! integers llama.cpp's does. Q8_K, F16 and BF16 are what the reference
-//! conversions give on every platform; F32 is copied.
+//! ties and where the two `id`s differ in the last bit. For Q8_K it runs the
+//! reference quantizer, but compiled with FMA (as llama.cpp is on x86-64
+//! with AVX2): gcc contracts `nearest_int(iscale * x)`, whose body adds
+//! 1.5 * 2^23 to round, into one fused multiply-add, so the product is not
+//! rounded first; about one block in a hundred gets a different byte. The
+//! functions here compute the bytes of that build, so that a dot product
+//! here sees the same integers llama.cpp's does
+//! (engine/tests/cpu_ggml_vectors.rs checks them against ggml's own). F16
+//! and BF16 are the reference conversions (F16C rounds to nearest even, as
+//! the reference does); F32 is copied.
 
 use half::f16;
 
@@ -73,8 +79,7 @@ pub fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), CpuEr
         }
         GgmlType::Q8_K => {
             for (x, b) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
-                let x: &[f32; 256] = x.try_into().expect("chunks of 256");
-                b.copy_from_slice(&BlockQ8_K::quantize(x).to_bytes());
+                b.copy_from_slice(&q8_k_block(x).to_bytes());
             }
         }
         // F32, F16, BF16: the reference conversions are ggml's CPU ones
@@ -134,6 +139,40 @@ pub fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
         d: f16::from_f32(d),
         s: f16::from_f32(d * sum as f32),
         qs: q.map(sat_i8),
+    }
+}
+
+/// One Q8_K block as ggml's `quantize_row_q8_K_ref` computes it when
+/// compiled with FMA contraction: `d = 1 / iscale` with `iscale = -127 / max`
+/// (`max` the first element of largest magnitude), each quant
+/// `min(127, nearest_int(iscale * x))` with the multiply fused into the
+/// rounding add.
+pub fn q8_k_block(x: &[f32]) -> BlockQ8_K {
+    let x = &x[..256];
+    let (mut max, mut amax) = (0.0f32, 0.0f32);
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax == 0.0 {
+        return BlockQ8_K {
+            d: 0.0,
+            qs: [0; 256],
+            bsums: [0; 16],
+        };
+    }
+    let iscale = -127.0 / max;
+    let qs: [i8; 256] = std::array::from_fn(|j| {
+        let bits = iscale.mul_add(x[j], 12_582_912.0).to_bits() as i32;
+        ((bits & 0x007f_ffff) - 0x0040_0000).min(127) as i8
+    });
+    let bsums = std::array::from_fn(|g| qs[16 * g..16 * g + 16].iter().map(|&q| q as i16).sum());
+    BlockQ8_K {
+        d: 1.0 / iscale,
+        qs,
+        bsums,
     }
 }
 
