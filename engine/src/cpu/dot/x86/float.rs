@@ -114,6 +114,7 @@ macro_rules! micro {
                 n: usize,
                 w: [*const u8; R],
                 a: [*const u8; C],
+                _pf: usize,
             ) -> [[f32; C]; R] {
                 std::array::from_fn(|r| std::array::from_fn(|c| $dot(n, w[r], a[c])))
             }

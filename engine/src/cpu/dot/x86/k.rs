@@ -11,7 +11,9 @@
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
-use super::{f16_at, hsum_float_4, hsum_float_8, load128, load256, IntOps, Micro};
+use super::{
+    f16_splat, f16x2_at, hsum_float_4, hsum_float_8, load128, load256, prefetch, IntOps, Micro,
+};
 
 pub(crate) struct Q2K<I>(PhantomData<I>);
 pub(crate) struct Q3K<I>(PhantomData<I>);
@@ -77,6 +79,7 @@ impl<I: IntOps> Micro for Q4K<I> {
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; C],
+        pf: usize,
     ) -> [[f32; C]; R] {
         let m4 = _mm256_set1_epi8(0xF);
         let mut acc = [[_mm256_setzero_ps(); C]; R];
@@ -90,7 +93,8 @@ impl<I: IntOps> Micro for Q4K<I> {
             });
             for r in 0..R {
                 let p = w[r].add(ib * 144);
-                let (xd, xdmin) = (f16_at(p), f16_at(p.add(2)));
+                prefetch(p, pf, 144);
+                let (xd, xdmin) = f16x2_at(p);
                 let u = k4_scales_mins(p.add(4));
                 let sc: [u8; 8] = std::mem::transmute([u[0], u[1]]);
                 let mins = _mm256_extracti128_si256(
@@ -144,6 +148,7 @@ impl<I: IntOps> Micro for Q5K<I> {
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; C],
+        pf: usize,
     ) -> [[f32; C]; R] {
         let m4 = _mm256_set1_epi8(0xF);
         let bit4 = _mm256_set1_epi8(0x10);
@@ -157,7 +162,8 @@ impl<I: IntOps> Micro for Q5K<I> {
             });
             for r in 0..R {
                 let p = w[r].add(ib * 176);
-                let (xd, xdmin) = (f16_at(p), f16_at(p.add(2)));
+                prefetch(p, pf, 176);
+                let (xd, xdmin) = f16x2_at(p);
                 let u = k4_scales_mins(p.add(4));
                 let sc: [u8; 8] = std::mem::transmute([u[0], u[1]]);
                 let mins = _mm256_extracti128_si256(
@@ -222,6 +228,7 @@ impl<I: IntOps> Micro for Q6K<I> {
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; C],
+        pf: usize,
     ) -> [[f32; C]; R] {
         let m3 = _mm256_set1_epi8(3);
         let m15 = _mm256_set1_epi8(15);
@@ -230,7 +237,8 @@ impl<I: IntOps> Micro for Q6K<I> {
             let ys = act_blocks(a, ib);
             for r in 0..R {
                 let p = w[r].add(ib * 210);
-                let xd = f16_at(p.add(208));
+                prefetch(p, pf, 210);
+                let xd = f16_splat(p.add(208));
                 let scales = load128(p.add(192));
                 let scales16 = _mm256_cvtepi8_epi16(scales);
                 // The offset of 32: 32 * sum(bsum * scale) per pair of groups.
@@ -275,7 +283,7 @@ impl<I: IntOps> Micro for Q6K<I> {
                     }
                 }
                 for c in 0..C {
-                    let d = _mm256_set1_ps(ys[c].0 * xd);
+                    let d = _mm256_mul_ps(_mm256_set1_ps(ys[c].0), xd);
                     acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[c]), acc[r][c]);
                 }
             }
@@ -293,6 +301,7 @@ impl<I: IntOps> Micro for Q2K<I> {
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; C],
+        pf: usize,
     ) -> [[f32; C]; R] {
         let m3 = _mm256_set1_epi8(3);
         let m4 = _mm_set1_epi8(0xF);
@@ -301,7 +310,8 @@ impl<I: IntOps> Micro for Q2K<I> {
             let ys = act_blocks(a, ib);
             for r in 0..R {
                 let p = w[r].add(ib * 84);
-                let (xd, xdmin) = (f16_at(p.add(80)), f16_at(p.add(82)));
+                prefetch(p, pf, 84);
+                let (xd, xdmin) = f16x2_at(p.add(80));
                 let ms = load128(p);
                 let mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(ms, 4), m4));
                 let sc: [u8; 16] = std::mem::transmute(_mm_and_si128(ms, m4));
@@ -343,6 +353,7 @@ impl<I: IntOps> Micro for Q3K<I> {
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; C],
+        pf: usize,
     ) -> [[f32; C]; R] {
         const KMASK1: u32 = 0x03030303;
         const KMASK2: u32 = 0x0f0f0f0f;
@@ -353,7 +364,8 @@ impl<I: IntOps> Micro for Q3K<I> {
             let ys = act_blocks(a, ib);
             for r in 0..R {
                 let p = w[r].add(ib * 110);
-                let xd = f16_at(p.add(108));
+                prefetch(p, pf, 110);
+                let xd = f16_splat(p.add(108));
                 // ggml's unpacking of the sixteen 6-bit scales, minus 32.
                 let aux = [
                     u32_at(p.add(96), 0),
@@ -392,7 +404,7 @@ impl<I: IntOps> Micro for Q3K<I> {
                     }
                 }
                 for c in 0..C {
-                    let d = _mm256_set1_ps(ys[c].0 * xd);
+                    let d = _mm256_mul_ps(_mm256_set1_ps(ys[c].0), xd);
                     acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[c]), acc[r][c]);
                 }
             }

@@ -12,7 +12,8 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::{
-    bytes_from_bits_32, bytes_from_nibbles_32, f16_at, hsum_float_8, load256, IntOps, Micro,
+    bytes_from_bits_32, bytes_from_nibbles_32, f16_splat, f16x2_at, hsum_float_8, load256,
+    prefetch, IntOps, Micro,
 };
 
 pub(crate) struct Q4_0<I>(PhantomData<I>);
@@ -21,28 +22,30 @@ pub(crate) struct Q5_0<I>(PhantomData<I>);
 pub(crate) struct Q5_1<I>(PhantomData<I>);
 pub(crate) struct Q8_0<I>(PhantomData<I>);
 
-/// An activation block's scales and quants: (`d`, `s` or 0, 32 bytes).
+/// An activation block's scales and quants: (`d` in every lane, `s` or 0,
+/// 32 bytes).
 #[inline(always)]
-unsafe fn act<const WITH_S: bool>(p: *const u8) -> (f32, f32, __m256i) {
+unsafe fn act<const WITH_S: bool>(p: *const u8) -> (__m256, f32, __m256i) {
     if WITH_S {
-        (f16_at(p), f16_at(p.add(2)), load256(p.add(4)))
+        let (d, s) = f16x2_at(p);
+        (_mm256_set1_ps(d), s, load256(p.add(4)))
     } else {
-        (f16_at(p), 0.0, load256(p.add(2)))
+        (f16_splat(p), 0.0, load256(p.add(2)))
     }
 }
 
-/// A weight block of the signed kinds (Q4_0, Q5_0, Q8_0): its scale and
-/// its 32 values as signed bytes.
+/// A weight block of the signed kinds (Q4_0, Q5_0, Q8_0): its scale (in
+/// every lane) and its 32 values as signed bytes.
 trait Signed {
     const WB: usize;
-    unsafe fn unpack(p: *const u8) -> (f32, __m256i);
+    unsafe fn unpack(p: *const u8) -> (__m256, __m256i);
 }
 
-/// A weight block of the offset kinds (Q4_1, Q5_1): `d`, `m` and its 32
-/// values as unsigned bytes.
+/// A weight block of the offset kinds (Q4_1, Q5_1): `d` (in every lane),
+/// `m` and its 32 values as unsigned bytes.
 trait Offset {
     const WB: usize;
-    unsafe fn unpack(p: *const u8) -> (f32, f32, __m256i);
+    unsafe fn unpack(p: *const u8) -> (__m256, f32, __m256i);
 }
 
 /// ggml's loop for the signed kinds: `acc += (d_x * d_y) * float(lanes)`.
@@ -51,19 +54,22 @@ unsafe fn signed_kernel<I: IntOps, B: Signed, const R: usize, const C: usize>(
     nb: usize,
     w: [*const u8; R],
     a: [*const u8; C],
+    pf: usize,
 ) -> [[f32; C]; R] {
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     for ib in 0..nb {
-        let ys: [(f32, f32, __m256i); C] = std::array::from_fn(|c| act::<false>(a[c].add(ib * 34)));
+        let ys: [(__m256, f32, __m256i); C] =
+            std::array::from_fn(|c| act::<false>(a[c].add(ib * 34)));
         for r in 0..R {
-            let (dx, qx) = B::unpack(w[r].add(ib * B::WB));
+            let p = w[r].add(ib * B::WB);
+            prefetch(p, pf, B::WB);
+            let (dx, qx) = B::unpack(p);
             let ax = _mm256_sign_epi8(qx, qx);
             for c in 0..C {
                 let (dy, _, qy) = ys[c];
                 let sy = _mm256_sign_epi8(qy, qx);
                 let q = _mm256_cvtepi32_ps(I::dot4(_mm256_setzero_si256(), ax, sy));
-                let d = _mm256_set1_ps(dx * dy);
-                acc[r][c] = _mm256_fmadd_ps(d, q, acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), q, acc[r][c]);
             }
         }
     }
@@ -77,19 +83,23 @@ unsafe fn offset_kernel<I: IntOps, B: Offset, const R: usize, const C: usize>(
     nb: usize,
     w: [*const u8; R],
     a: [*const u8; C],
+    pf: usize,
 ) -> [[f32; C]; R] {
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     let mut summs = [[0.0f32; C]; R];
     for ib in 0..nb {
-        let ys: [(f32, f32, __m256i); C] = std::array::from_fn(|c| act::<true>(a[c].add(ib * 36)));
+        let ys: [(__m256, f32, __m256i); C] =
+            std::array::from_fn(|c| act::<true>(a[c].add(ib * 36)));
         for r in 0..R {
-            let (dx, mx, qx) = B::unpack(w[r].add(ib * B::WB));
+            let p = w[r].add(ib * B::WB);
+            prefetch(p, pf, B::WB);
+            let (dx, mx, qx) = B::unpack(p);
             for c in 0..C {
                 let (dy, sy, qy) = ys[c];
                 // ggml: `summs += m * s`, which gcc contracts to an FMA.
                 summs[r][c] = mx.mul_add(sy, summs[r][c]);
                 let xy = _mm256_cvtepi32_ps(I::dot4(_mm256_setzero_si256(), qx, qy));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), xy, acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dx, dy), xy, acc[r][c]);
             }
         }
     }
@@ -99,21 +109,21 @@ unsafe fn offset_kernel<I: IntOps, B: Offset, const R: usize, const C: usize>(
 impl<I> Signed for Q4_0<I> {
     const WB: usize = 18;
     #[inline(always)]
-    unsafe fn unpack(p: *const u8) -> (f32, __m256i) {
+    unsafe fn unpack(p: *const u8) -> (__m256, __m256i) {
         let q = bytes_from_nibbles_32(p.add(2));
-        (f16_at(p), _mm256_sub_epi8(q, _mm256_set1_epi8(8)))
+        (f16_splat(p), _mm256_sub_epi8(q, _mm256_set1_epi8(8)))
     }
 }
 
 impl<I> Signed for Q5_0<I> {
     const WB: usize = 22;
     #[inline(always)]
-    unsafe fn unpack(p: *const u8) -> (f32, __m256i) {
+    unsafe fn unpack(p: *const u8) -> (__m256, __m256i) {
         // A clear fifth bit means "minus 16": 0xF0 in the high nibble.
         let bits = bytes_from_bits_32(p.add(2));
         let hi = _mm256_andnot_si256(bits, _mm256_set1_epi8(0xF0u8 as i8));
         (
-            f16_at(p),
+            f16_splat(p),
             _mm256_or_si256(bytes_from_nibbles_32(p.add(6)), hi),
         )
     }
@@ -122,27 +132,29 @@ impl<I> Signed for Q5_0<I> {
 impl<I> Signed for Q8_0<I> {
     const WB: usize = 34;
     #[inline(always)]
-    unsafe fn unpack(p: *const u8) -> (f32, __m256i) {
-        (f16_at(p), load256(p.add(2)))
+    unsafe fn unpack(p: *const u8) -> (__m256, __m256i) {
+        (f16_splat(p), load256(p.add(2)))
     }
 }
 
 impl<I> Offset for Q4_1<I> {
     const WB: usize = 20;
     #[inline(always)]
-    unsafe fn unpack(p: *const u8) -> (f32, f32, __m256i) {
-        (f16_at(p), f16_at(p.add(2)), bytes_from_nibbles_32(p.add(4)))
+    unsafe fn unpack(p: *const u8) -> (__m256, f32, __m256i) {
+        let (d, m) = f16x2_at(p);
+        (_mm256_set1_ps(d), m, bytes_from_nibbles_32(p.add(4)))
     }
 }
 
 impl<I> Offset for Q5_1<I> {
     const WB: usize = 24;
     #[inline(always)]
-    unsafe fn unpack(p: *const u8) -> (f32, f32, __m256i) {
+    unsafe fn unpack(p: *const u8) -> (__m256, f32, __m256i) {
         let hi = _mm256_and_si256(bytes_from_bits_32(p.add(4)), _mm256_set1_epi8(0x10));
+        let (d, m) = f16x2_at(p);
         (
-            f16_at(p),
-            f16_at(p.add(2)),
+            _mm256_set1_ps(d),
+            m,
             _mm256_or_si256(bytes_from_nibbles_32(p.add(8)), hi),
         )
     }
@@ -159,8 +171,9 @@ macro_rules! micro {
                 nb: usize,
                 w: [*const u8; R],
                 a: [*const u8; C],
+                pf: usize,
             ) -> [[f32; C]; R] {
-                $kernel::<I, Self, R, C>(nb, w, a)
+                $kernel::<I, Self, R, C>(nb, w, a, pf)
             }
         }
     };

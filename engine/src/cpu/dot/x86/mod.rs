@@ -76,6 +76,9 @@ pub(super) trait Micro {
     const A_BYTES: usize;
 
     /// `out[r][c]` = row `w[r]` dotted with row `a[c]`, `nb` blocks each.
+    /// With `pf` non-zero, each block of each row also prefetches the bytes
+    /// `pf` past it (the rows the caller takes next), so that a walk over
+    /// several interleaved rows still streams memory in order.
     ///
     /// # Safety
     /// Each `w[r]` must be readable for `nb * W_BYTES` bytes and each `a[c]`
@@ -85,16 +88,31 @@ pub(super) trait Micro {
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; C],
+        pf: usize,
     ) -> [[f32; C]; R];
 }
 
 // ---- helpers shared by the kernels (ggml's, for the same arithmetic) ----
 
-/// An f16 at `p` (unaligned) as f32.
+/// The f16 at `p` (unaligned) as f32 in all eight lanes: `vpbroadcastw`
+/// from memory, then `vcvtph2ps`. (Converting a lone f16 to a scalar lets
+/// the compiler load it with `vpinsrw` into whatever register is at hand,
+/// often an accumulator, which ties every block to the previous block's FMA
+/// and serializes the loop; every lane of this one is used.)
 #[inline(always)]
-pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = (p as *const u16).read_unaligned();
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+pub(super) unsafe fn f16_splat(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned()))
+}
+
+/// The two f16 at `p` and `p + 2` (unaligned) as f32, with one 4-byte load
+/// (`vmovd`, which has no register input) and one conversion. Callers use
+/// both: given one, the compiler narrows the load back to two bytes (see
+/// [`f16_splat`]).
+#[inline(always)]
+pub(super) unsafe fn f16x2_at(p: *const u8) -> (f32, f32) {
+    let bits = (p as *const i32).read_unaligned();
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
+    (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
 #[inline(always)]
@@ -124,6 +142,19 @@ pub(super) unsafe fn hsum_float_4(x: __m128) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)))
 }
 
+/// Prefetches the `bytes` bytes at `p + pf` (nothing when `pf` is 0). A
+/// prefetch never faults, so the address may lie past the buffer.
+#[inline(always)]
+pub(super) unsafe fn prefetch(p: *const u8, pf: usize, bytes: usize) {
+    if pf != 0 {
+        let mut off = 0;
+        while off < bytes {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(pf + off) as *const i8);
+            off += 64;
+        }
+    }
+}
+
 /// 32 nibbles at `p` (16 bytes) as 32 bytes: the low nibbles, then the high.
 #[inline(always)]
 pub(super) unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
@@ -149,6 +180,9 @@ pub(super) unsafe fn bytes_from_bits_32(p: *const u8) -> __m256i {
 
 // ---- the tile walk ----
 
+/// How far ahead matrix-vector walks prefetch weights.
+const PREFETCH_BYTES: usize = 16 * 1024;
+
 /// Walks `t` in `MR x MC` blocks (`VR x 1` when there is one column), with
 /// single-row and single-column kernels at the edges.
 #[inline(always)]
@@ -166,7 +200,8 @@ unsafe fn drive<K: Micro, const VR: usize, const MR: usize, const MC: usize>(
             let ac: [*const u8; MC] = std::array::from_fn(|j| a(c + j));
             let mut r = 0;
             while r + MR <= t.rows {
-                let res = K::run::<MR, MC>(nb, std::array::from_fn(|i| w(r + i)), ac);
+                let rows = std::array::from_fn(|i| w(r + i));
+                let res = K::run::<MR, MC>(nb, rows, ac, 0);
                 for (i, row) in res.iter().enumerate() {
                     for (j, &v) in row.iter().enumerate() {
                         out[(c + j) * ld + r + i] = v;
@@ -175,7 +210,7 @@ unsafe fn drive<K: Micro, const VR: usize, const MR: usize, const MC: usize>(
                 r += MR;
             }
             while r < t.rows {
-                let res = K::run::<1, MC>(nb, [w(r)], ac);
+                let res = K::run::<1, MC>(nb, [w(r)], ac, 0);
                 for (j, &v) in res[0].iter().enumerate() {
                     out[(c + j) * ld + r] = v;
                 }
@@ -184,18 +219,25 @@ unsafe fn drive<K: Micro, const VR: usize, const MR: usize, const MC: usize>(
             c += MC;
         }
     }
+    // Rows are read VR at a time, each a short run of bytes, which the
+    // hardware prefetchers do not follow well: prefetch whole rows about
+    // PREFETCH_BYTES ahead. (Measured on a 28 MB Q8_0 matrix, one thread:
+    // 7 GB/s without, 19 GB/s at 4 rows, 40 GB/s at 16 KiB.)
+    let pf = (PREFETCH_BYTES / t.w_stride.max(1)).max(VR) * t.w_stride;
     while c < t.cols {
         let ac = [a(c)];
         let mut r = 0;
         while r + VR <= t.rows {
-            let res = K::run::<VR, 1>(nb, std::array::from_fn(|i| w(r + i)), ac);
+            // Rows r..r + VR are read side by side: prefetch the next VR.
+            let rows = std::array::from_fn(|i| w(r + i));
+            let res = K::run::<VR, 1>(nb, rows, ac, pf);
             for (i, row) in res.iter().enumerate() {
                 out[c * ld + r + i] = row[0];
             }
             r += VR;
         }
         while r < t.rows {
-            out[c * ld + r] = K::run::<1, 1>(nb, [w(r)], ac)[0][0];
+            out[c * ld + r] = K::run::<1, 1>(nb, [w(r)], ac, 0)[0][0];
             r += 1;
         }
         c += 1;
@@ -224,7 +266,7 @@ fn check_tile<K: Micro>(t: &Tile<'_>, out: &[f32], ld: usize) {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run_avx2<K: Micro>(nb: usize, w: *const u8, a: *const u8) -> f32 {
-    K::run::<1, 1>(nb, [w], [a])[0][0]
+    K::run::<1, 1>(nb, [w], [a], 0)[0][0]
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -234,7 +276,7 @@ unsafe fn drive_avx2<K: Micro>(t: &Tile<'_>, out: &mut [f32], ld: usize) {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn run_vnni<K: Micro>(nb: usize, w: *const u8, a: *const u8) -> f32 {
-    K::run::<1, 1>(nb, [w], [a])[0][0]
+    K::run::<1, 1>(nb, [w], [a], 0)[0][0]
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
