@@ -269,6 +269,9 @@ unsafe fn run_avx2<K: Micro>(nb: usize, w: *const u8, a: *const u8) -> f32 {
     K::run::<1, 1>(nb, [w], [a], 0)[0][0]
 }
 
+/// AVX2 has 16 vector registers: 2 x 2 tiles (4 x 1 for one column).
+/// Measured against 2 x 3, 3 x 2 and 1 x 4 on 576 x 576 prefill: within a
+/// few percent, 2 x 2 best or tied for Q4_1, Q8_0 and Q4_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn drive_avx2<K: Micro>(t: &Tile<'_>, out: &mut [f32], ld: usize) {
     drive::<K, 4, 2, 2>(t, out, ld)
@@ -279,9 +282,11 @@ unsafe fn run_vnni<K: Micro>(nb: usize, w: *const u8, a: *const u8) -> f32 {
     K::run::<1, 1>(nb, [w], [a], 0)[0][0]
 }
 
+/// AVX-512 has 32: 4 x 4 tiles. Measured against 2 x 4, 3 x 4, 2 x 6 and
+/// 4 x 2: within 5%, 4 x 4 best or tied for Q8_0 and Q6_K.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn drive_vnni<K: Micro>(t: &Tile<'_>, out: &mut [f32], ld: usize) {
-    drive::<K, 4, 2, 4>(t, out, ld)
+    drive::<K, 4, 4, 4>(t, out, ld)
 }
 
 fn dot_avx2<K: Micro>(w: &[u8], a: &[u8]) -> f32 {
