@@ -68,8 +68,8 @@ unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
     u
 }
 
-/// `d * dot - dmin * mins` for Q4_K and Q5_K differ only in how the values
-/// unpack and where the mins part is accumulated; this is Q4_K.
+/// Q4_K: eight groups of 32, `d * sc * q - dmin * m`; the mins part goes
+/// into a 4-lane accumulator of its own, added after the lane sum.
 impl<I: IntOps> Micro for Q4K<I> {
     const W_BYTES: usize = 144;
     const A_BYTES: usize = QK8;
