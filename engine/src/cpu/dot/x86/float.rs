@@ -34,34 +34,57 @@ unsafe fn load_bf16(p: *const u8) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
 }
 
-/// The 4 x 8 lane loop over the first `n & !31` elements; `load` reads
-/// eight elements at an element index.
+/// The 4 x 8 lane loop over the first `n & !31` elements of `x` and `y`,
+/// `B` bytes an element, read eight at a time by `L::load`. (A trait, not a
+/// closure: see `hsum_all`.)
 #[inline(always)]
-unsafe fn lanes(
-    n: usize,
-    load_x: impl Fn(usize) -> __m256,
-    load_y: impl Fn(usize) -> __m256,
-) -> [__m256; 4] {
+unsafe fn lanes<L: Load>(n: usize, x: *const u8, y: *const u8) -> [__m256; 4] {
     let mut sum = [_mm256_setzero_ps(); 4];
     let mut i = 0;
     while i + 32 <= n {
         for (j, s) in sum.iter_mut().enumerate() {
-            *s = _mm256_fmadd_ps(load_x(i + 8 * j), load_y(i + 8 * j), *s);
+            let k = (i + 8 * j) * L::BYTES;
+            *s = _mm256_fmadd_ps(L::load(x.add(k)), L::load(y.add(k)), *s);
         }
         i += 32;
     }
     sum
 }
 
+/// Eight elements at a pointer as f32.
+trait Load {
+    const BYTES: usize;
+    unsafe fn load(p: *const u8) -> __m256;
+}
+
+impl Load for F32 {
+    const BYTES: usize = 4;
+    #[inline(always)]
+    unsafe fn load(p: *const u8) -> __m256 {
+        _mm256_loadu_ps(p as *const f32)
+    }
+}
+
+impl Load for F16 {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn load(p: *const u8) -> __m256 {
+        load_f16(p)
+    }
+}
+
+impl Load for BF16 {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn load(p: *const u8) -> __m256 {
+        load_bf16(p)
+    }
+}
+
 #[inline(always)]
 unsafe fn dot_f32(n: usize, x: *const u8, y: *const u8) -> f32 {
+    let mut sumf = reduce4(lanes::<F32>(n, x, y));
     let (x, y) = (x as *const f32, y as *const f32);
-    let sum = lanes(
-        n,
-        |i| _mm256_loadu_ps(x.add(i)),
-        |i| _mm256_loadu_ps(y.add(i)),
-    );
-    let mut sumf = reduce4(sum);
     for i in n & !31..n {
         // ggml: `sumf += x[i] * y[i]`, contracted to an FMA.
         sumf = x
@@ -74,8 +97,7 @@ unsafe fn dot_f32(n: usize, x: *const u8, y: *const u8) -> f32 {
 
 #[inline(always)]
 unsafe fn dot_f16(n: usize, x: *const u8, y: *const u8) -> f32 {
-    let sum = lanes(n, |i| load_f16(x.add(2 * i)), |i| load_f16(y.add(2 * i)));
-    let mut sumf = reduce4(sum) as f64;
+    let mut sumf = reduce4(lanes::<F16>(n, x, y)) as f64;
     for i in n & !31..n {
         let a = half::f16::from_bits((x.add(2 * i) as *const u16).read_unaligned()).to_f32();
         let b = half::f16::from_bits((y.add(2 * i) as *const u16).read_unaligned()).to_f32();
@@ -87,7 +109,7 @@ unsafe fn dot_f16(n: usize, x: *const u8, y: *const u8) -> f32 {
 #[inline(always)]
 unsafe fn dot_bf16(n: usize, x: *const u8, y: *const u8) -> f32 {
     // ggml's AVX2 loop writes `add(mul(x, y), c)`; gcc fuses it to an FMA.
-    let c = lanes(n, |i| load_bf16(x.add(2 * i)), |i| load_bf16(y.add(2 * i)));
+    let c = lanes::<BF16>(n, x, y);
     let c1 = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));
     let mut g = _mm_add_ps(_mm256_extractf128_ps(c1, 1), _mm256_castps256_ps128(c1));
     g = _mm_add_ps(g, _mm_movehl_ps(g, g));
@@ -116,7 +138,13 @@ macro_rules! micro {
                 a: [*const u8; C],
                 _pf: usize,
             ) -> [[f32; C]; R] {
-                std::array::from_fn(|r| std::array::from_fn(|c| $dot(n, w[r], a[c])))
+                let mut out = [[0.0f32; C]; R];
+                for r in 0..R {
+                    for c in 0..C {
+                        out[r][c] = $dot(n, w[r], a[c]);
+                    }
+                }
+                out
             }
         }
     };

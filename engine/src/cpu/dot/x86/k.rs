@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::{
-    f16_splat, f16x2_at, hsum_float_4, hsum_float_8, load128, load256, prefetch, IntOps, Micro,
+    f16_splat, f16x2_at, hsum_all, hsum_float_4, load128, load256, prefetch, IntOps, Micro,
 };
 
 pub(crate) struct Q2K<I>(PhantomData<I>);
@@ -39,10 +39,24 @@ unsafe fn u32_at(p: *const u8, i: usize) -> u32 {
 /// The activation block `ib` of each column: (`d`, pointer to its quants).
 #[inline(always)]
 unsafe fn act_blocks<const C: usize>(a: [*const u8; C], ib: usize) -> [(f32, *const u8); C] {
-    std::array::from_fn(|c| {
+    let mut ys = [(0.0f32, a[0]); C];
+    for c in 0..C {
         let p = a[c].add(ib * QK8);
-        (f32_at(p), p)
-    })
+        ys[c] = (f32_at(p), p);
+    }
+    ys
+}
+
+/// Each column's eight 32-element group sums (pairs of Q8_K's 16-element
+/// sums, `vphaddw` as ggml).
+#[inline(always)]
+unsafe fn group_sums<const C: usize>(ys: &[(f32, *const u8); C]) -> [__m128i; C] {
+    let mut q8s = [_mm_setzero_si128(); C];
+    for c in 0..C {
+        let s = load256(ys[c].1.add(Q8_BSUMS));
+        q8s[c] = _mm_hadd_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    }
+    q8s
 }
 
 /// An i16 vector holding `lo` in its eight low lanes and `hi` in the eight
@@ -86,11 +100,7 @@ impl<I: IntOps> Micro for Q4K<I> {
         let mut acc_m = [[_mm_setzero_ps(); C]; R];
         for ib in 0..nb {
             let ys = act_blocks(a, ib);
-            // The 32-element group sums of each column.
-            let q8s: [__m128i; C] = std::array::from_fn(|c| {
-                let s = load256(ys[c].1.add(Q8_BSUMS));
-                _mm_hadd_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
-            });
+            let q8s = group_sums(&ys);
             for r in 0..R {
                 let p = w[r].add(ib * 144);
                 prefetch(p, pf, 144);
@@ -133,9 +143,13 @@ impl<I: IntOps> Micro for Q4K<I> {
                 }
             }
         }
-        std::array::from_fn(|r| {
-            std::array::from_fn(|c| hsum_float_8(acc[r][c]) + hsum_float_4(acc_m[r][c]))
-        })
+        let mut out = hsum_all(&acc);
+        for r in 0..R {
+            for c in 0..C {
+                out[r][c] += hsum_float_4(acc_m[r][c]);
+            }
+        }
+        out
     }
 }
 
@@ -156,10 +170,7 @@ impl<I: IntOps> Micro for Q5K<I> {
         let mut summs = [[0.0f32; C]; R];
         for ib in 0..nb {
             let ys = act_blocks(a, ib);
-            let q8s: [__m128i; C] = std::array::from_fn(|c| {
-                let s = load256(ys[c].1.add(Q8_BSUMS));
-                _mm_hadd_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
-            });
+            let q8s = group_sums(&ys);
             for r in 0..R {
                 let p = w[r].add(ib * 176);
                 prefetch(p, pf, 176);
@@ -215,7 +226,13 @@ impl<I: IntOps> Micro for Q5K<I> {
                 }
             }
         }
-        std::array::from_fn(|r| std::array::from_fn(|c| hsum_float_8(acc[r][c]) + summs[r][c]))
+        let mut out = hsum_all(&acc);
+        for r in 0..R {
+            for c in 0..C {
+                out[r][c] += summs[r][c];
+            }
+        }
+        out
     }
 }
 
@@ -242,13 +259,12 @@ impl<I: IntOps> Micro for Q6K<I> {
                 let scales = load128(p.add(192));
                 let scales16 = _mm256_cvtepi8_epi16(scales);
                 // The offset of 32: 32 * sum(bsum * scale) per pair of groups.
-                let mut sumi: [__m256i; C] = std::array::from_fn(|c| {
+                let mut sumi = [_mm256_setzero_si256(); C];
+                for c in 0..C {
                     let bsums = load256(ys[c].1.add(Q8_BSUMS));
-                    _mm256_sub_epi32(
-                        _mm256_setzero_si256(),
-                        _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5),
-                    )
-                });
+                    let sub = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5);
+                    sumi[c] = _mm256_sub_epi32(sumi[c], sub);
+                }
                 for j in 0..2 {
                     let b1 = load256(p.add(64 * j));
                     let b2 = load256(p.add(64 * j + 32));
@@ -288,7 +304,7 @@ impl<I: IntOps> Micro for Q6K<I> {
                 }
             }
         }
-        acc.map(|row| row.map(|v| hsum_float_8(v)))
+        hsum_all(&acc)
     }
 }
 
@@ -340,7 +356,7 @@ impl<I: IntOps> Micro for Q2K<I> {
                 }
             }
         }
-        acc.map(|row| row.map(|v| hsum_float_8(v)))
+        hsum_all(&acc)
     }
 }
 
@@ -379,7 +395,10 @@ impl<I: IntOps> Micro for Q3K<I> {
                     ((aux[1] >> 4) & KMASK2) | (((aux[2] >> 6) & KMASK1) << 4),
                 ];
                 let sc: [u8; 16] = std::mem::transmute(words);
-                let sc = sc.map(|s| (s as i8).wrapping_sub(32));
+                let mut sc = sc;
+                for s in sc.iter_mut() {
+                    *s = s.wrapping_sub(32);
+                }
                 // Bit k of each hmask byte is the high bit of chunk k; a
                 // clear bit means "minus 4".
                 let mut h = load256(p);
@@ -409,6 +428,6 @@ impl<I: IntOps> Micro for Q3K<I> {
                 }
             }
         }
-        acc.map(|row| row.map(|v| hsum_float_8(v)))
+        hsum_all(&acc)
     }
 }

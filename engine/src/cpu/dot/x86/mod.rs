@@ -29,6 +29,10 @@ use crate::cpu::features::SimdLevel;
 
 /// How the integer dot products are formed.
 pub(super) trait IntOps {
+    /// Whether [`IntOps::dot4`] is exact for every unsigned byte (AVX2's
+    /// `vpmaddubsw` saturates pairs of products past i16, which unsigned
+    /// values above 128 against activations can reach).
+    const FULL_U8: bool;
     /// `acc` plus, in each i32 lane, the four products of its unsigned bytes
     /// of `u` with its signed bytes of `s`.
     unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
@@ -41,6 +45,8 @@ pub(super) trait IntOps {
 pub(super) struct Avx2Ops;
 
 impl IntOps for Avx2Ops {
+    const FULL_U8: bool = false;
+
     #[inline(always)]
     unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         let p16 = _mm256_maddubs_epi16(u, s);
@@ -57,6 +63,8 @@ impl IntOps for Avx2Ops {
 pub(super) struct VnniOps;
 
 impl IntOps for VnniOps {
+    const FULL_U8: bool = true;
+
     #[inline(always)]
     unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
         _mm256_dpbusd_epi32(acc, u, s)
@@ -123,6 +131,22 @@ pub(super) unsafe fn load256(p: *const u8) -> __m256i {
 #[inline(always)]
 pub(super) unsafe fn load128(p: *const u8) -> __m128i {
     _mm_loadu_si128(p as *const __m128i)
+}
+
+/// `hsum_float_8` of every accumulator. (A loop, not `map`: closures are
+/// separate functions that need not be inlined into the `#[target_feature]`
+/// caller, and out of line an intrinsic is a call; every kernel avoids them.)
+#[inline(always)]
+pub(super) unsafe fn hsum_all<const R: usize, const C: usize>(
+    acc: &[[__m256; C]; R],
+) -> [[f32; C]; R] {
+    let mut out = [[0.0f32; C]; R];
+    for r in 0..R {
+        for c in 0..C {
+            out[r][c] = hsum_float_8(acc[r][c]);
+        }
+    }
+    out
 }
 
 /// ggml's `hsum_float_8`: (hi + lo) folded twice.
@@ -197,10 +221,16 @@ unsafe fn drive<K: Micro, const VR: usize, const MR: usize, const MC: usize>(
     let mut c = 0;
     if MC > 1 {
         while c + MC <= t.cols {
-            let ac: [*const u8; MC] = std::array::from_fn(|j| a(c + j));
+            let mut ac = [t.a.as_ptr(); MC];
+            for (j, p) in ac.iter_mut().enumerate() {
+                *p = a(c + j);
+            }
             let mut r = 0;
             while r + MR <= t.rows {
-                let rows = std::array::from_fn(|i| w(r + i));
+                let mut rows = [t.w.as_ptr(); MR];
+                for (i, p) in rows.iter_mut().enumerate() {
+                    *p = w(r + i);
+                }
                 let res = K::run::<MR, MC>(nb, rows, ac, 0);
                 for (i, row) in res.iter().enumerate() {
                     for (j, &v) in row.iter().enumerate() {
@@ -229,7 +259,10 @@ unsafe fn drive<K: Micro, const VR: usize, const MR: usize, const MC: usize>(
         let mut r = 0;
         while r + VR <= t.rows {
             // Rows r..r + VR are read side by side: prefetch the next VR.
-            let rows = std::array::from_fn(|i| w(r + i));
+            let mut rows = [t.w.as_ptr(); VR];
+            for (i, p) in rows.iter_mut().enumerate() {
+                *p = w(r + i);
+            }
             let res = K::run::<VR, 1>(nb, rows, ac, pf);
             for (i, row) in res.iter().enumerate() {
                 out[c * ld + r + i] = row[0];
