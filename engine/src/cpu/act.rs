@@ -22,6 +22,7 @@ use crate::ggml_type::GgmlType;
 use crate::quant::{self, BlockQ8_0, BlockQ8_1, BlockQ8_K};
 
 use super::error::CpuError;
+use super::features::SimdLevel;
 
 /// The format activations take to meet weights of type `w`, or `None` when
 /// `w` has no CPU dot product here.
@@ -66,6 +67,30 @@ pub fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), CpuEr
             actual: out.len(),
         });
     }
+    #[cfg(target_arch = "x86_64")]
+    if SimdLevel::detected() >= SimdLevel::Avx2 {
+        // SAFETY: the Avx2 level (and every level above it) is detected only
+        // when the CPU has AVX2, FMA and F16C, the features this enables.
+        unsafe { quantize_blocks_avx2(ty, x, out) };
+        return Ok(());
+    }
+    quantize_blocks(ty, x, out);
+    Ok(())
+}
+
+/// [`quantize_blocks`] compiled with AVX2, FMA and F16C: the same results
+/// (`mul_add` is a fused multiply-add either way, `round_ties_even` the same
+/// rounding), but in instructions rather than library calls, which the
+/// baseline x86-64 target has to make for both.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_blocks_avx2(ty: GgmlType, x: &[f32], out: &mut [u8]) {
+    quantize_blocks(ty, x, out)
+}
+
+/// Writes whole blocks; the caller has checked the type and the lengths.
+#[inline(always)]
+fn quantize_blocks(ty: GgmlType, x: &[f32], out: &mut [u8]) {
     match ty {
         GgmlType::Q8_0 => {
             for (x, b) in x.chunks_exact(32).zip(out.chunks_exact_mut(34)) {
@@ -83,23 +108,32 @@ pub fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), CpuEr
             }
         }
         // F32, F16, BF16: the reference conversions are ggml's CPU ones
-        // (F16C's round-to-nearest-even; ggml_compute_fp32_to_bf16).
-        _ => quant::quantize_row(ty, x, out).map_err(|_| CpuError::NotActivation(ty))?,
+        // (F16C's round-to-nearest-even; ggml_compute_fp32_to_bf16). The
+        // lengths were checked, so this cannot fail.
+        _ => {
+            let _ = quant::quantize_row(ty, x, out);
+        }
     }
-    Ok(())
 }
 
 /// The x86 block routine: `amax` and its scales, and the 32 rounded values
 /// before they are narrowed to bytes (what ggml sums for Q8_1's `s`).
+#[inline(always)]
 fn q8_x86(x: &[f32]) -> (f32, [i32; 32]) {
     // _mm256_max_ps keeps its second operand when either is NaN; for
     // numbers the order of the folds does not matter.
-    let amax = x
-        .iter()
-        .fold(0.0f32, |m, v| if m > v.abs() { m } else { v.abs() });
+    // (Loops, not closures, here and below: these are inlined into a
+    // `#[target_feature]` function, and a closure need not be.)
+    let mut amax = 0.0f32;
+    for &v in x {
+        amax = if amax > v.abs() { amax } else { v.abs() };
+    }
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-    let q = std::array::from_fn(|j| cvt_ps_epi32((x[j] * id).round_ties_even()));
+    let mut q = [0i32; 32];
+    for (q, &x) in q.iter_mut().zip(x) {
+        *q = cvt_ps_epi32((x * id).round_ties_even());
+    }
     (d, q)
 }
 
@@ -122,23 +156,38 @@ fn sat_i8(v: i32) -> i8 {
 }
 
 /// One Q8_0 block as ggml's x86 `quantize_row_q8_0` writes it.
+#[inline(always)]
 pub fn q8_0_block(x: &[f32]) -> BlockQ8_0 {
     let (d, q) = q8_x86(&x[..32]);
     BlockQ8_0 {
         d: f16::from_f32(d),
-        qs: q.map(sat_i8),
+        qs: narrow(&q),
     }
+}
+
+/// [`sat_i8`] of each value.
+#[inline(always)]
+fn narrow(q: &[i32; 32]) -> [i8; 32] {
+    let mut out = [0i8; 32];
+    for (o, &v) in out.iter_mut().zip(q) {
+        *o = sat_i8(v);
+    }
+    out
 }
 
 /// One Q8_1 block as ggml's x86 `quantize_row_q8_1` writes it: `s` is
 /// `d * sum` over the rounded values (exact integers before narrowing).
+#[inline(always)]
 pub fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
     let (d, q) = q8_x86(&x[..32]);
-    let sum = q.iter().fold(0i32, |s, &v| s.wrapping_add(v));
+    let mut sum = 0i32;
+    for &v in &q {
+        sum = sum.wrapping_add(v);
+    }
     BlockQ8_1 {
         d: f16::from_f32(d),
         s: f16::from_f32(d * sum as f32),
-        qs: q.map(sat_i8),
+        qs: narrow(&q),
     }
 }
 
@@ -147,6 +196,7 @@ pub fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
 /// (`max` the first element of largest magnitude), each quant
 /// `min(127, nearest_int(iscale * x))` with the multiply fused into the
 /// rounding add.
+#[inline(always)]
 pub fn q8_k_block(x: &[f32]) -> BlockQ8_K {
     let x = &x[..256];
     let (mut max, mut amax) = (0.0f32, 0.0f32);
@@ -164,11 +214,17 @@ pub fn q8_k_block(x: &[f32]) -> BlockQ8_K {
         };
     }
     let iscale = -127.0 / max;
-    let qs: [i8; 256] = std::array::from_fn(|j| {
-        let bits = iscale.mul_add(x[j], 12_582_912.0).to_bits() as i32;
-        ((bits & 0x007f_ffff) - 0x0040_0000).min(127) as i8
-    });
-    let bsums = std::array::from_fn(|g| qs[16 * g..16 * g + 16].iter().map(|&q| q as i16).sum());
+    let mut qs = [0i8; 256];
+    for (q, &x) in qs.iter_mut().zip(x) {
+        let bits = iscale.mul_add(x, 12_582_912.0).to_bits() as i32;
+        *q = ((bits & 0x007f_ffff) - 0x0040_0000).min(127) as i8;
+    }
+    let mut bsums = [0i16; 16];
+    for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+        for &q in g {
+            *s += q as i16;
+        }
+    }
     BlockQ8_K {
         d: 1.0 / iscale,
         qs,

@@ -87,6 +87,7 @@ unsafe fn k4_scales_mins(p: *const u8) -> [u32; 4] {
 impl<I: IntOps> Micro for Q4K<I> {
     const W_BYTES: usize = 144;
     const A_BYTES: usize = QK8;
+    const INTERLEAVE_ROWS: bool = false;
 
     #[inline(always)]
     unsafe fn run<const R: usize, const C: usize>(
@@ -156,6 +157,7 @@ impl<I: IntOps> Micro for Q4K<I> {
 impl<I: IntOps> Micro for Q5K<I> {
     const W_BYTES: usize = 176;
     const A_BYTES: usize = QK8;
+    const INTERLEAVE_ROWS: bool = false;
 
     #[inline(always)]
     unsafe fn run<const R: usize, const C: usize>(
@@ -239,6 +241,7 @@ impl<I: IntOps> Micro for Q5K<I> {
 impl<I: IntOps> Micro for Q6K<I> {
     const W_BYTES: usize = 210;
     const A_BYTES: usize = QK8;
+    const INTERLEAVE_ROWS: bool = false;
 
     #[inline(always)]
     unsafe fn run<const R: usize, const C: usize>(
@@ -311,6 +314,7 @@ impl<I: IntOps> Micro for Q6K<I> {
 impl<I: IntOps> Micro for Q2K<I> {
     const W_BYTES: usize = 84;
     const A_BYTES: usize = QK8;
+    const INTERLEAVE_ROWS: bool = false;
 
     #[inline(always)]
     unsafe fn run<const R: usize, const C: usize>(
@@ -363,6 +367,7 @@ impl<I: IntOps> Micro for Q2K<I> {
 impl<I: IntOps> Micro for Q3K<I> {
     const W_BYTES: usize = 110;
     const A_BYTES: usize = QK8;
+    const INTERLEAVE_ROWS: bool = false;
 
     #[inline(always)]
     unsafe fn run<const R: usize, const C: usize>(
@@ -394,10 +399,10 @@ impl<I: IntOps> Micro for Q3K<I> {
                     ((aux[0] >> 4) & KMASK2) | (((aux[2] >> 4) & KMASK1) << 4),
                     ((aux[1] >> 4) & KMASK2) | (((aux[2] >> 6) & KMASK1) << 4),
                 ];
-                let sc: [u8; 16] = std::mem::transmute(words);
-                let mut sc = sc;
-                for s in sc.iter_mut() {
-                    *s = s.wrapping_sub(32);
+                let bytes: [u8; 16] = std::mem::transmute(words);
+                let mut sc = [0i8; 16];
+                for (s, &b) in sc.iter_mut().zip(&bytes) {
+                    *s = (b as i8).wrapping_sub(32);
                 }
                 // Bit k of each hmask byte is the high bit of chunk k; a
                 // clear bit means "minus 4".

@@ -82,6 +82,12 @@ pub(super) trait Micro {
     /// float types).
     const W_BYTES: usize;
     const A_BYTES: usize;
+    /// Whether a matrix-vector walk should take rows `VR` at a time (the
+    /// legacy kinds share each activation block's loads and scale work
+    /// across the rows) or one at a time (the K kinds share almost nothing
+    /// and lose registers to the extra rows; one row is also one sequential
+    /// stream, which the hardware prefetchers follow).
+    const INTERLEAVE_ROWS: bool = true;
 
     /// `out[r][c]` = row `w[r]` dotted with row `a[c]`, `nb` blocks each.
     /// With `pf` non-zero, each block of each row also prefetches the bytes
@@ -257,7 +263,7 @@ unsafe fn drive<K: Micro, const VR: usize, const MR: usize, const MC: usize>(
     while c < t.cols {
         let ac = [a(c)];
         let mut r = 0;
-        while r + VR <= t.rows {
+        while K::INTERLEAVE_ROWS && r + VR <= t.rows {
             // Rows r..r + VR are read side by side: prefetch the next VR.
             let mut rows = [t.w.as_ptr(); VR];
             for (i, p) in rows.iter_mut().enumerate() {
