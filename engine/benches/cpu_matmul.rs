@@ -1,7 +1,7 @@
 //! CPU matrix kernels: matvec (decode) and matmul (prefill) throughput for
 //! SmolLM2-135M's shapes, against the memory-bandwidth floor.
 //!
-//! `cargo bench -p engine --bench cpu_matmul [-- --quick] [-- --simd avx2]`
+//! `cargo bench -p engine --bench cpu_matmul [-- --quick] [--simd avx2] [--threads 1,2]`
 //!
 //! Times are the fastest call of many (the machines are shared). "hot"
 //! runs one matrix over and over (it sits in cache after the first
@@ -120,6 +120,16 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|n| SimdLevel::from_name(n).expect("--simd scalar|avx2|avx512vnni"))
         .unwrap_or_else(SimdLevel::detected);
+    let counts: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--threads")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.split(',')
+                .map(|n| n.parse().expect("--threads 1,2"))
+                .collect()
+        })
+        .unwrap_or(vec![1, 2]);
     let budget = Duration::from_millis(if quick { 100 } else { 400 });
     let mut rng = Rng(0x5EED);
     println!("simd level: {simd}; floor: weights read once at {FLOOR_GBS} GB/s; prefill: {PREFILL_TOKENS} tokens");
@@ -127,7 +137,7 @@ fn main() {
         "{:<6} {:<12} {:>12} {:>2} | {:>8} {:>6} {:>7} | {:>8} {:>6} {:>7} {:>6} | {:>8} {:>7} {:>7}",
         "type", "shape", "rows x cols", "t", "hot us", "GB/s", "GFLOP/s", "cold us", "GB/s", "GFLOP/s", "floor", "pre ms", "GFLOP/s", "tok/s"
     );
-    for threads in [1, 2] {
+    for &threads in &counts {
         let pool = Threads::with_simd(threads, simd).expect("a supported level");
         for ty in [
             GgmlType::Q4_1,
