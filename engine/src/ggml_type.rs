@@ -152,7 +152,7 @@ impl GgmlType {
     /// of blocks or the size overflows.
     pub fn bytes_for(self, n: u64) -> Option<u64> {
         let be = self.block_elems() as u64;
-        if n % be != 0 {
+        if !n.is_multiple_of(be) {
             return None;
         }
         (n / be).checked_mul(self.block_bytes() as u64)

@@ -218,7 +218,7 @@ impl WeightSource {
             .bytes_for((n_in * n_out) as u64)
             .and_then(|b| usize::try_from(b).ok());
         assert!(
-            n_in % ty.block_elems() == 0 && want == Some(bytes.len()),
+            n_in.is_multiple_of(ty.block_elems()) && want == Some(bytes.len()),
             "{name}: {} bytes for a [{n_in}, {n_out}] {} matrix",
             bytes.len(),
             ty.name()

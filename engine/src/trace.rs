@@ -107,7 +107,7 @@ impl Recorder {
 
 impl TraceSink for Recorder {
     fn wants(&self, name: &str, layer: Option<usize>) -> bool {
-        self.filter.as_ref().map_or(true, |f| f(name, layer))
+        self.filter.as_ref().is_none_or(|f| f(name, layer))
     }
 
     fn record(&mut self, name: &str, layer: Option<usize>, shape: [usize; 2], data: &[f32]) {

@@ -1,5 +1,53 @@
 //! The CPU backend: [`CpuBackend`] implements [`crate::ops::Ops`] with one
-//! file per op family, f32 arithmetic, rayon threads.
+//! file per op family, f32 arithmetic, rayon threads; and its matrix
+//! kernels: quantized dot products as llama.cpp's CPU backend computes them,
+//! and the matrix-vector (decode) and matrix-matrix (prefill) products built
+//! on them.
+//!
+//! ```
+//! use engine::cpu::{matvec, Threads, WeightView};
+//! use engine::GgmlType;
+//! # fn main() -> Result<(), engine::cpu::CpuError> {
+//! let (rows, cols) = (2, 32);
+//! let w: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 - 3.0).collect();
+//! let mut bytes = vec![0u8; rows * 34];
+//! engine::quant::quantize_row(GgmlType::Q8_0, &w, &mut bytes).unwrap();
+//! let w = WeightView::new(GgmlType::Q8_0, rows, cols, &bytes)?;
+//! let threads = Threads::new(2)?;
+//! let mut y = vec![0.0; rows];
+//! matvec(&threads, w, &vec![1.0; cols], &mut y)?;
+//! # Ok(()) }
+//! ```
+//!
+//! - [`act`]: activations in a weight type's partner format (ggml's
+//!   `vec_dot_type`), quantized as ggml's x86 backend does.
+//! - [`dot`]: per-type dot products, a scalar reference and SIMD kernels
+//!   chosen at run time ([`SimdLevel`]).
+//! - [`matvec`], [`matmul`], [`embedding_row`]: the ops, on [`Threads`].
+//!
+//! Results are deterministic: each output element is computed by one thread
+//! with one fixed sequence of operations, whatever the thread count and
+//! whether it came from [`matvec`] or [`matmul`].
+//!
+//! Every `unsafe` block here carries a `// SAFETY:` comment (enforced by
+//! clippy below).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod act;
+pub mod dot;
+mod error;
+mod features;
+mod matmul;
+mod threads;
+mod weight;
+
+pub use dot::Kernels;
+pub use error::CpuError;
+pub use features::SimdLevel;
+pub use matmul::{embedding_row, matmul, matvec};
+pub use threads::Threads;
+pub use weight::WeightView;
 
 mod attention;
 mod backend;

@@ -11,7 +11,7 @@ use super::parallel::for_chunks;
 /// If `x.len()` is not a multiple of `group`, or `w` is not `group` long.
 pub fn rms_norm(x: &mut [f32], group: usize, w: Option<&[f32]>, eps: f32) {
     assert!(
-        group > 0 && x.len() % group == 0,
+        group > 0 && x.len().is_multiple_of(group),
         "rms_norm: {} elements in groups of {group}",
         x.len()
     );

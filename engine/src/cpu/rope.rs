@@ -16,7 +16,11 @@ use crate::ops::{RopeParams, RopeStyle};
 pub fn rope(x: &mut [f32], width: usize, p: &RopeParams, pos0: usize) {
     let (hd, n_rot) = (p.head_dim, p.n_rot);
     assert!(
-        hd > 0 && width % hd == 0 && n_rot % 2 == 0 && n_rot <= hd && x.len() % width == 0,
+        hd > 0
+            && width.is_multiple_of(hd)
+            && n_rot % 2 == 0
+            && n_rot <= hd
+            && x.len().is_multiple_of(width),
         "rope: width {width}, head_dim {hd}, n_rot {n_rot}"
     );
     if n_rot == 0 {

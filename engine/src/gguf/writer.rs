@@ -404,7 +404,7 @@ fn tensor_bytes(name: &str, ty: GgmlType, dims: &[u64]) -> Result<u64, WriteErro
         };
     }
     let block = ty.block_elems() as u64;
-    if dims[0] % block != 0 {
+    if !dims[0].is_multiple_of(block) {
         return Err(bad(format!(
             "{ty} rows of {} elements are not whole {block}-element blocks",
             dims[0]

@@ -92,7 +92,7 @@ pub fn can_dequantize(ty: GgmlType) -> bool {
 /// `bytes` bytes.
 fn check(ty: GgmlType, elems: usize, bytes: usize) -> Result<(), QuantError> {
     let block_elems = ty.block_elems();
-    if elems % block_elems != 0 {
+    if !elems.is_multiple_of(block_elems) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             elems,

@@ -216,7 +216,7 @@ pub fn convert(
     row_len: usize,
 ) -> Result<Vec<u8>, QuantError> {
     let (src_row, dst_row) = (row_bytes(from, row_len)?, row_bytes(to, row_len)?);
-    if row_len == 0 || src.len() % src_row != 0 {
+    if row_len == 0 || !src.len().is_multiple_of(src_row) {
         return Err(QuantError::LengthMismatch {
             ty: from,
             elems: row_len,
@@ -241,7 +241,7 @@ pub fn convert(
 /// Quantizes f32 `values`, whole rows of `row_len`, to `ty`.
 pub fn quantize_rows(values: &[f32], ty: GgmlType, row_len: usize) -> Result<Vec<u8>, QuantError> {
     let dst_row = row_bytes(ty, row_len)?;
-    if row_len == 0 || values.len() % row_len != 0 {
+    if row_len == 0 || !values.len().is_multiple_of(row_len) {
         return Err(QuantError::LengthMismatch {
             ty: GgmlType::F32,
             elems: row_len,

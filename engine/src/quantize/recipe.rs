@@ -356,7 +356,7 @@ fn use_more_bits(i_layer: i64, n_layers: i64) -> bool {
 fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
     use GgmlType::*;
     let block = ty.block_elems() as u64;
-    if ncols % block == 0 {
+    if ncols.is_multiple_of(block) {
         return ty;
     }
     let to = match ty {
@@ -368,7 +368,7 @@ fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
         // A 32-element type with no smaller block to demote to: F16 below.
         other => other,
     };
-    if ncols % to.block_elems() as u64 != 0 {
+    if !ncols.is_multiple_of(to.block_elems() as u64) {
         F16
     } else {
         to
@@ -419,7 +419,7 @@ impl State<'_> {
 
         if cat == Category::Output || (self.tied_embeddings && cat == Category::TokenEmbd) {
             let nx = t.dims[0];
-            if m.is_falcon() || nx % new.block_elems() as u64 != 0 {
+            if m.is_falcon() || !nx.is_multiple_of(new.block_elems() as u64) {
                 new = Q8_0;
             } else if new != Q8_0 {
                 new = Q6_K;

@@ -52,7 +52,12 @@ struct SpirvBytes<const N: usize>([u8; N]);
 
 impl<const N: usize> SpirvBytes<N> {
     fn words(&'static self) -> &'static [u32] {
-        const { assert!(N % 4 == 0, "SPIR-V is a whole number of 32-bit words") };
+        const {
+            assert!(
+                N.is_multiple_of(4),
+                "SPIR-V is a whole number of 32-bit words"
+            )
+        };
         // SAFETY: `self` is a 'static, immutable, 4-byte-aligned (repr align(4)) array
         // of N bytes with N a multiple of 4, so it holds exactly N / 4 properly aligned,
         // initialised u32 values (every bit pattern is a valid u32). build.rs wrote the

@@ -196,7 +196,8 @@ impl<'a> Submission<'a> {
         self.recording()?;
         self.own(dst)?;
         dst.check_range(offset, size)?;
-        if offset % 4 != 0 || size % 4 != 0 || dst.kind() != BufferKind::Storage {
+        if !offset.is_multiple_of(4) || !size.is_multiple_of(4) || dst.kind() != BufferKind::Storage
+        {
             return Err(VkError::Buffer {
                 name: dst.name().into(),
                 message: "fill needs a storage buffer and 4-byte-aligned offset and size".into(),

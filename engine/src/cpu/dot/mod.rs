@@ -1,0 +1,250 @@
+//! Dot products of a weight row with an activation row, as ggml's CPU
+//! backend computes them, for every weight type the models use, and the
+//! table that picks a SIMD or scalar kernel per type.
+//!
+//! Activations are first put in the weight type's partner format
+//! ([`crate::cpu::act::vec_dot_type`]): Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for
+//! Q4_1/Q5_1, Q8_K for the K-quants, the weight's own type for F32, F16 and
+//! BF16. The quantized dots are then integer dots per block scaled in f32.
+//!
+//! Two kernel families compute each dot:
+//! - the scalar references ([`legacy`], [`k`], [`float`]): ggml's generic C
+//!   kernels, operation for operation;
+//! - the SIMD kernels (x86-64: [`SimdLevel::Avx2`] and
+//!   [`SimdLevel::Avx512Vnni`]): ggml's AVX2 kernels' arithmetic, the same
+//!   integers summed in the same f32 lanes in the same order, so every SIMD
+//!   level gives the same bits as every other (and as llama.cpp's AVX2
+//!   build). They differ from the scalar references only in the order of
+//!   the f32 additions.
+//!
+//! [`Kernels::for_level`] hands out a type's kernels for one level only
+//! when this CPU supports it.
+
+pub mod float;
+pub mod k;
+pub mod legacy;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use crate::ggml_type::GgmlType;
+
+use super::act::vec_dot_type;
+use super::error::CpuError;
+use super::features::SimdLevel;
+
+/// `x` and `y` as pairs of `XB`- and `YB`-byte blocks.
+///
+/// # Panics
+/// When either is not whole blocks or their block counts differ.
+pub(crate) fn pairs<'a, const XB: usize, const YB: usize>(
+    x: &'a [u8],
+    y: &'a [u8],
+) -> impl Iterator<Item = (&'a [u8; XB], &'a [u8; YB])> {
+    assert!(
+        x.len().is_multiple_of(XB) && y.len().is_multiple_of(YB) && x.len() / XB == y.len() / YB,
+        "dot: {} weight bytes and {} activation bytes are not matching {XB}- and {YB}-byte blocks",
+        x.len(),
+        y.len()
+    );
+    x.chunks_exact(XB)
+        .zip(y.chunks_exact(YB))
+        .map(|(a, b)| (a.try_into().unwrap(), b.try_into().unwrap()))
+}
+
+/// `count` rows of ggml block bytes, `stride` bytes apart.
+#[derive(Clone, Copy)]
+pub(crate) struct Rows<'a> {
+    pub data: &'a [u8],
+    pub stride: usize,
+    pub count: usize,
+}
+
+/// A block of weight rows against a block of activation rows; row `r`
+/// dotted with activation row `c` goes to `out[c * ld + r]`. Built only
+/// through [`Tile::new`], which checks every bound the kernels rely on.
+pub(crate) struct Tile<'a> {
+    pub w: &'a [u8],
+    pub w_stride: usize,
+    pub rows: usize,
+    pub a: &'a [u8],
+    pub a_stride: usize,
+    pub cols: usize,
+    /// Blocks per row (elements for the float types).
+    pub n_blocks: usize,
+}
+
+impl<'a> Tile<'a> {
+    /// # Panics
+    /// When a row would run past its buffer (a bug in the caller).
+    pub fn new(kern: &Kernels, w: Rows<'a>, a: Rows<'a>, n_blocks: usize) -> Tile<'a> {
+        let wb = n_blocks * kern.weight.block_bytes();
+        let ab = n_blocks * kern.act.block_bytes();
+        let fits = |r: &Rows<'_>, bytes: usize| {
+            r.stride >= bytes && (r.count == 0 || r.data.len() >= (r.count - 1) * r.stride + bytes)
+        };
+        assert!(
+            fits(&w, wb) && fits(&a, ab),
+            "tile: rows run past their buffers"
+        );
+        Tile {
+            w: w.data,
+            w_stride: w.stride,
+            rows: w.count,
+            a: a.data,
+            a_stride: a.stride,
+            cols: a.count,
+            n_blocks,
+        }
+    }
+
+    fn w_row(&self, r: usize, bytes: usize) -> &'a [u8] {
+        &self.w[r * self.w_stride..r * self.w_stride + bytes]
+    }
+
+    fn a_row(&self, c: usize, bytes: usize) -> &'a [u8] {
+        &self.a[c * self.a_stride..c * self.a_stride + bytes]
+    }
+}
+
+/// Dots a weight row with an activation row (ggml block bytes, the same
+/// number of blocks).
+pub type DotFn = fn(&[u8], &[u8]) -> f32;
+/// Fills `out[c * ld + r]` for a whole [`Tile`]; `out` is long enough
+/// (checked by the caller).
+type TileFn = fn(&Kernels, &Tile<'_>, &mut [f32], usize);
+
+/// One weight type's kernels at one SIMD level.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    pub weight: GgmlType,
+    /// The activation format, ggml's `vec_dot_type`.
+    pub act: GgmlType,
+    pub level: SimdLevel,
+    dot: DotFn,
+    tile: TileFn,
+}
+
+impl std::fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernels")
+            .field("weight", &self.weight)
+            .field("act", &self.act)
+            .field("level", &self.level)
+            .finish()
+    }
+}
+
+impl Kernels {
+    /// The kernels of the best level this CPU runs.
+    pub fn detected(weight: GgmlType) -> Result<Kernels, CpuError> {
+        Kernels::for_level(weight, SimdLevel::detected())
+    }
+
+    /// The kernels of `level`, refused when this CPU cannot run it. A type
+    /// without SIMD kernels at that level gets the scalar ones.
+    pub fn for_level(weight: GgmlType, level: SimdLevel) -> Result<Kernels, CpuError> {
+        if !level.is_supported() {
+            return Err(CpuError::SimdUnsupported(level));
+        }
+        let act = vec_dot_type(weight).ok_or(CpuError::NoKernels(weight))?;
+        let dot = scalar_dot(weight).ok_or(CpuError::NoKernels(weight))?;
+        let scalar = Kernels {
+            weight,
+            act,
+            level: SimdLevel::Scalar,
+            dot,
+            tile: scalar_tile,
+        };
+        #[cfg(target_arch = "x86_64")]
+        if level != SimdLevel::Scalar {
+            if let Some((dot, tile)) = x86::kernels(weight, level) {
+                return Ok(Kernels {
+                    level,
+                    dot,
+                    tile,
+                    ..scalar
+                });
+            }
+        }
+        Ok(scalar)
+    }
+
+    /// Weight row `w` dotted with activation row `a` (ggml bytes of
+    /// [`Kernels::weight`] and [`Kernels::act`]).
+    pub fn dot(&self, w: &[u8], a: &[u8]) -> Result<f32, CpuError> {
+        let (wb, ab) = (self.weight.block_bytes(), self.act.block_bytes());
+        let blocks = w.len() / wb;
+        if !w.len().is_multiple_of(wb) {
+            return Err(CpuError::NotMultiple {
+                what: "weight row bytes",
+                multiple_of: wb,
+                actual: w.len(),
+            });
+        }
+        if a.len() != blocks * ab {
+            return Err(CpuError::Length {
+                what: "activation row bytes",
+                expected: blocks * ab,
+                actual: a.len(),
+            });
+        }
+        Ok((self.dot)(w, a))
+    }
+
+    /// Fills `out[c * ld + r]` for every row and column of `t`.
+    ///
+    /// # Panics
+    /// When `out` is too short for the tile (a bug in the caller).
+    pub(crate) fn tile(&self, t: &Tile<'_>, out: &mut [f32], ld: usize) {
+        assert!(ld >= t.rows, "tile: ld below rows");
+        assert!(
+            t.rows == 0 || t.cols == 0 || out.len() >= (t.cols - 1) * ld + t.rows,
+            "tile: out short"
+        );
+        (self.tile)(self, t, out, ld)
+    }
+}
+
+/// The scalar reference for `weight`.
+pub fn scalar_dot(weight: GgmlType) -> Option<DotFn> {
+    use GgmlType::*;
+    Some(match weight {
+        F32 => float::vec_dot_f32_scalar,
+        F16 => float::vec_dot_f16_scalar,
+        BF16 => float::vec_dot_bf16_scalar,
+        Q4_0 => legacy::vec_dot_q4_0_q8_0_scalar,
+        Q4_1 => legacy::vec_dot_q4_1_q8_1_scalar,
+        Q5_0 => legacy::vec_dot_q5_0_q8_0_scalar,
+        Q5_1 => legacy::vec_dot_q5_1_q8_1_scalar,
+        Q8_0 => legacy::vec_dot_q8_0_q8_0_scalar,
+        Q2_K => k::vec_dot_q2_k_q8_k_scalar,
+        Q3_K => k::vec_dot_q3_k_q8_k_scalar,
+        Q4_K => k::vec_dot_q4_k_q8_k_scalar,
+        Q5_K => k::vec_dot_q5_k_q8_k_scalar,
+        Q6_K => k::vec_dot_q6_k_q8_k_scalar,
+        _ => return None,
+    })
+}
+
+/// A tile walked one dot at a time with the kernels' dot function.
+fn scalar_tile(k: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
+    let wb = t.n_blocks * k.weight.block_bytes();
+    let ab = t.n_blocks * k.act.block_bytes();
+    for c in 0..t.cols {
+        let a = t.a_row(c, ab);
+        for r in 0..t.rows {
+            out[c * ld + r] = (k.dot)(t.w_row(r, wb), a);
+        }
+    }
+}
+
+/// Every weight type with kernels, in id order.
+pub fn weight_types() -> impl Iterator<Item = GgmlType> {
+    GgmlType::all().filter(|&t| scalar_dot(t).is_some())
+}
+
+/// Weight row `w` of type `weight` dotted with activation row `a` (in
+/// `vec_dot_type(weight)` bytes) with the best kernels this CPU runs.
+pub fn vec_dot(weight: GgmlType, w: &[u8], a: &[u8]) -> Result<f32, CpuError> {
+    Kernels::detected(weight)?.dot(w, a)
+}

@@ -1,0 +1,60 @@
+//! [`Threads`]: the worker threads the CPU ops run on, and the kernel level
+//! they use.
+
+use super::error::CpuError;
+use super::features::SimdLevel;
+
+/// A pool of worker threads, sized once by the caller (the `-t` option),
+/// and the SIMD level of the kernels the ops run (the best this CPU has,
+/// unless chosen). Every op takes one; results do not depend on its size.
+pub struct Threads {
+    pool: rayon::ThreadPool,
+    simd: SimdLevel,
+}
+
+impl std::fmt::Debug for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Threads")
+            .field("count", &self.count())
+            .field("simd", &self.simd)
+            .finish()
+    }
+}
+
+impl Threads {
+    /// `n` worker threads (at least 1) running the best kernels this CPU has.
+    pub fn new(n: usize) -> Result<Threads, CpuError> {
+        Threads::with_simd(n, SimdLevel::detected())
+    }
+
+    /// `n` worker threads running the kernels of `simd`, refused when this
+    /// CPU cannot run them.
+    pub fn with_simd(n: usize, simd: SimdLevel) -> Result<Threads, CpuError> {
+        if !simd.is_supported() {
+            return Err(CpuError::SimdUnsupported(simd));
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .thread_name(|i| format!("sharpi-cpu-{i}"))
+            .build()
+            .map_err(|e| CpuError::ThreadPool {
+                threads: n,
+                reason: e.to_string(),
+            })?;
+        Ok(Threads { pool, simd })
+    }
+
+    pub fn count(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    pub fn simd(&self) -> SimdLevel {
+        self.simd
+    }
+
+    /// Runs `f` inside the pool: rayon's parallel iterators in `f` use these
+    /// threads.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+}
