@@ -93,7 +93,12 @@ mod tests {
         fn nmse_is_scale_invariant_and_nonnegative(
             v in prop::collection::vec(-1.0f32..1.0, 1..64),
             noise in prop::collection::vec(-1e-3f32..1e-3, 64),
-            k in 0.5f32..4.0,
+            // Powers of two scale f32 values (and so every square and sum
+            // of the f64 computation) exactly: the NMSE must not move at
+            // all. An arbitrary factor rounds the scaled values, which for
+            // tiny differences moves the NMSE by more than any fixed
+            // relative tolerance.
+            k in prop::sample::select(vec![0.125f32, 0.5, 2.0, 4.0, 64.0]),
         ) {
             let w: Vec<f32> = v.iter().zip(&noise).map(|(x, n)| x + n).collect();
             let e1 = nmse(&v, &w);
@@ -102,7 +107,7 @@ mod tests {
             let ws: Vec<f32> = w.iter().map(|x| x * k).collect();
             let e2 = nmse(&vs, &ws);
             if e1.is_finite() && e1 > 0.0 {
-                prop_assert!((e1 - e2).abs() <= 1e-4 * e1.max(1e-12), "{e1} vs {e2}");
+                prop_assert_eq!(e1, e2);
             }
             prop_assert!(cosine(&v, &w) <= 1.0 + 1e-9);
         }
