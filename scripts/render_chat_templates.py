@@ -5,8 +5,9 @@ The jinja2 environment mirrors transformers' `_compile_jinja_template`
 with trim_blocks and lstrip_blocks, the loopcontrols extension and the
 `{% generation %}` tag (rendered as its body), the `tojson` filter redefined
 as json.dumps(x, ensure_ascii=False, indent=None, separators=None,
-sort_keys=False) (jinja2's own escapes HTML), and the globals raise_exception
-and strftime_now. The render call passes messages, tools=None,
+sort_keys=False) (jinja2's own escapes HTML), and the globals raise_exception,
+strftime_now, and (transformers 5) a `dict` without attribute access and a
+`namespace` that refuses underscore-prefixed names. The render call passes messages, tools=None,
 documents=None, add_generation_prompt and the special tokens (bos_token,
 eos_token, unk_token, pad_token: their text, from the GGUF's token list).
 
@@ -25,6 +26,7 @@ from importlib.metadata import version
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from gguf import GGUFReader
 
@@ -56,12 +58,40 @@ def compile_template(template: str, now: datetime.datetime):
     def strftime_now(format):
         return now.strftime(format)
 
+    class TemplateDict:
+        # dict() without attribute access to the dict type
+        def __call__(self, *args, **kwargs):
+            return dict(*args, **kwargs)
+
+        def fromkeys(self, *args, **kwargs):
+            return dict.fromkeys(*args, **kwargs)
+
+    class TemplateNamespace(jinja2.utils.Namespace):
+        # namespaces refuse underscore-prefixed (dunder) attributes
+        def __init__(*args, **kwargs):
+            self, args = args[0], args[1:]
+            attrs = dict(*args, **kwargs)
+            for name in attrs:
+                TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name, value):
+            TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check_name(name):
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(f"namespace attribute {name!r} starts with an underscore")
+
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[AssistantTracker, jinja2.ext.loopcontrols]
     )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
+    env.globals["dict"] = TemplateDict()
+    env.globals["namespace"] = TemplateNamespace
     return env.from_string(template)
 
 
@@ -134,7 +164,8 @@ def main() -> int:
             "model": m["id"],
             "template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
             "renderer": {
-                "engine": "jinja2 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, generation tag",
+                "engine": "jinja2 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, generation tag, "
+                "restricted dict and namespace (as transformers 5 compiles templates)",
                 "filters": "tojson = json.dumps(ensure_ascii=False) as transformers defines it",
                 "globals": "raise_exception, strftime_now, bos_token eos_token unk_token pad_token = "
                 + ", ".join(f"{k}={v!r}" for k, v in sorted(specials.items())),
