@@ -20,6 +20,13 @@ enum Command {
     /// Capture llama.cpp's outputs for every model and prompt into
     /// reference-data/ (needs a build with `--features llama-cpp`).
     Capture(CaptureArgs),
+    /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
+    /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
+    Manifest {
+        /// The reference-data directory.
+        #[arg(long, default_value = "reference-data")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -46,6 +53,27 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Capture(args) => capture(args),
+        Command::Manifest { dir } => manifest(&dir),
+    }
+}
+
+fn manifest(dir: &std::path::Path) -> ExitCode {
+    use harness::reference::{inputs, writer};
+    let result =
+        inputs::load_models_file(dir).and_then(|models| writer::write_manifest(dir, &models));
+    match result {
+        Ok(m) => {
+            eprintln!(
+                "harness manifest: {} files, {:.2} MiB",
+                m.files.len(),
+                m.total_bytes as f64 / (1024.0 * 1024.0)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("harness manifest: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
