@@ -16,6 +16,8 @@
 //!
 //! Then the tokenizer corpus, the model's capture.json and the manifest.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod llama;
 mod taps;
 

@@ -350,6 +350,98 @@ fn read_tensor(t: &sys::ggml_tensor, slice: Option<(usize, usize)>) -> Result<Ta
 mod tests {
     use super::*;
 
+    /// Builds tensors in a CPU backend buffer: a permuted F32 view, a
+    /// transposed F16 view (elements not contiguous) and an I32 tensor,
+    /// and reads them back through `read_tensor`.
+    #[test]
+    fn views_f16_and_i32_tensors_read_in_logical_order() {
+        let value = |i0: usize, i1: usize, i2: usize| (i0 + 10 * i1 + 100 * i2) as f32;
+        // SAFETY: a private ggml context and buffer, used and freed here;
+        // every tensor pointer comes from that context and is live until
+        // ggml_free; set/get stay within each tensor's ggml_nbytes.
+        unsafe {
+            let params = sys::ggml_init_params {
+                mem_size: 1 << 20,
+                mem_buffer: std::ptr::null_mut(),
+                no_alloc: true,
+            };
+            let ctx = sys::ggml_init(params);
+            assert!(!ctx.is_null());
+            let a = sys::ggml_new_tensor_3d(ctx, sys::GGML_TYPE_F32, 4, 3, 2);
+            let h = sys::ggml_new_tensor_3d(ctx, sys::GGML_TYPE_F16, 4, 3, 2);
+            let n = sys::ggml_new_tensor_3d(ctx, sys::GGML_TYPE_I32, 5, 1, 1);
+            let p = sys::ggml_permute(ctx, a, 1, 0, 2, 3);
+            let tr = sys::ggml_transpose(ctx, h);
+            let buf = sys::ggml_backend_alloc_ctx_tensors_from_buft(
+                ctx,
+                sys::ggml_backend_cpu_buffer_type(),
+            );
+            assert!(!buf.is_null());
+            let mut fa = Vec::new();
+            let mut fh = Vec::new();
+            for i2 in 0..2 {
+                for i1 in 0..3 {
+                    for i0 in 0..4 {
+                        fa.push(value(i0, i1, i2));
+                        fh.push(sys::ggml_fp32_to_fp16(value(i0, i1, i2)));
+                    }
+                }
+            }
+            sys::ggml_backend_tensor_set(a, fa.as_ptr().cast(), 0, fa.len() * 4);
+            sys::ggml_backend_tensor_set(h, fh.as_ptr().cast(), 0, fh.len() * 2);
+            let ints: [i32; 5] = [-3, 0, 7, 1 << 20, i32::MAX];
+            sys::ggml_backend_tensor_set(n, ints.as_ptr().cast(), 0, 20);
+
+            // permuted: element (j0, j1, j2) is a(j1, j0, j2)
+            let t = read_tensor(&*p, None).unwrap();
+            assert_eq!(t.ne, [3, 4, 2, 1]);
+            assert_eq!(t.data[1], value(0, 1, 0));
+            assert_eq!(t.data[3], value(1, 0, 0));
+            assert_eq!(
+                t,
+                crate::reference::arrays::Tap {
+                    ne: [3, 4, 2, 1],
+                    data: expected(3, 4, 2, |j0, j1, j2| value(j1, j0, j2))
+                }
+            );
+            // transposed F16, sliced at index 3 of dimension 1
+            let t = read_tensor(&*tr, Some((1, 3))).unwrap();
+            assert_eq!(t.ne, [3, 1, 2, 1]);
+            assert_eq!(t.data, expected(3, 1, 2, |j0, _, j2| value(3, j0, j2)));
+            // slicing the innermost dimension of a contiguous tensor
+            let t = read_tensor(&*a, Some((0, 2))).unwrap();
+            assert_eq!(t.data, expected(1, 3, 2, |_, j1, j2| value(2, j1, j2)));
+            // I32 becomes f32 as `as f32` converts it (exact below 2^24)
+            let t = read_tensor(&*n, None).unwrap();
+            assert_eq!(t.data, ints.map(|v| v as f32).to_vec());
+            assert_eq!(type_name((*n).type_), "i32");
+            assert!(
+                read_tensor(&*a, Some((2, 2))).is_err(),
+                "index past the dimension"
+            );
+
+            sys::ggml_backend_buffer_free(buf);
+            sys::ggml_free(ctx);
+        }
+    }
+
+    fn expected(
+        n0: usize,
+        n1: usize,
+        n2: usize,
+        f: impl Fn(usize, usize, usize) -> f32,
+    ) -> Vec<f32> {
+        let mut v = Vec::new();
+        for j2 in 0..n2 {
+            for j1 in 0..n1 {
+                for j0 in 0..n0 {
+                    v.push(f(j0, j1, j2));
+                }
+            }
+        }
+        v
+    }
+
     #[test]
     fn model_names_exclude_automatic_and_derived_names() {
         for good in [
