@@ -266,7 +266,8 @@ fn capture_model(
 
     let max_t = runs.iter().map(|r| r.tokens.len()).max().unwrap_or(1);
     let n_batch = round_up(max_t.max(PROBE_LONG), 256) as u32;
-    let n_ctx = round_up((max_t + cfg.greedy_steps).max(2 * PROBE_LONG), 256) as u32;
+    // The long probe needs room for a KV length of 512 cells.
+    let n_ctx = round_up((max_t + cfg.greedy_steps).max(512), 256) as u32;
     let ctx_settings = ContextSettings {
         n_ctx,
         n_batch,
@@ -787,7 +788,7 @@ fn capture_taps(
                 ));
             }
             let pad = tap.narrow(d, t, tap.ne[d] - t);
-            if let Some(v) = pad.data.iter().find(|v| v.to_bits() != 0) {
+            if let Some(v) = pad.data.iter().find(|v| **v != 0.0) {
                 return err(format!(
                     "{pid}: {}: a KV padding cell holds {v}, not 0",
                     info.key

@@ -399,6 +399,23 @@ mod tests {
             &arrays.to_safetensors().unwrap(),
         )
         .unwrap();
+        // prompt b: no taps recorded (its model entry's tap_prompts left it out)
+        write_file(&dir.join("prompts/b.txt"), b"four").unwrap();
+        let mut b_positions = TopKTable::new(4);
+        b_positions.push_logits(&logits(5));
+        let b_arrays = PromptArrays {
+            tokens: vec![8],
+            greedy_tokens: vec![b_positions.row(0).ids[0]],
+            greedy: b_positions.clone(),
+            positions: b_positions,
+            last_logits: logits(5),
+            taps: BTreeMap::new(),
+        };
+        write_file(
+            &dir.join("tiny/b.safetensors"),
+            &b_arrays.to_safetensors().unwrap(),
+        )
+        .unwrap();
 
         let taps = vec![
             tap_info("attn_norm-0", 0, "MUL", [4, 1, 1, 1], Some(1)),
@@ -438,6 +455,22 @@ mod tests {
                 ("Qcur-0#0".to_string(), "tap/Qcur-0#1".to_string()),
                 ("result_output#0".to_string(), "logits/last".to_string()),
             ]),
+        };
+        let prompt_b = PromptCapture {
+            id: "b".into(),
+            n_tokens: 1,
+            text_sha256: crate::reference::writer::sha256_hex(b"four"),
+            file: "tiny/b.safetensors".into(),
+            taps_recorded: false,
+            tap_positions: Positions::Last,
+            greedy: GreedySummary {
+                n_tokens: 1,
+                stop: GreedyStop::Length,
+                text: "!".into(),
+                text_hex: None,
+            },
+            tap_aliases: BTreeMap::new(),
+            ..prompt.clone()
         };
         let capture = ModelCapture {
             format: FORMAT.into(),
@@ -485,7 +518,7 @@ mod tests {
             },
             tokenizer: "tiny/tokenizer.json".into(),
             taps,
-            prompts: vec![prompt],
+            prompts: vec![prompt, prompt_b],
         };
         write_file(&dir.join("tiny/capture.json"), &json_bytes(&capture)).unwrap();
         let tok = TokenizerCapture {
@@ -522,9 +555,9 @@ mod tests {
         let data = ReferenceData::open(&dir).unwrap();
         data.verify_files().unwrap();
         let m = data.manifest();
-        assert_eq!(m.files.len(), 7, "{:?}", m.files);
+        assert_eq!(m.files.len(), 9, "{:?}", m.files);
         assert_eq!(m.tokenizer_corpus.count, 2);
-        assert_eq!(m.models[0].prompts, vec!["a".to_string()]);
+        assert_eq!(m.models[0].prompts, vec!["a".to_string(), "b".to_string()]);
 
         let model = data.model("tiny").unwrap();
         assert_eq!(model.capture(), &capture);
@@ -556,6 +589,15 @@ mod tests {
         assert!(p.tap("Qcur", Some(1), TapSel::Last).is_none());
         assert!(p.tap("Kcur", Some(0), TapSel::Last).is_none());
         assert_eq!(model.taps_named("Qcur", Some(0)).len(), 2);
+
+        // a prompt without taps: arrays load, tap lookups find nothing
+        let b = model.load_prompt("b").unwrap();
+        assert!(!b.info.taps_recorded);
+        assert_eq!(b.tokens(), &[8]);
+        assert!(b.arrays.taps.is_empty());
+        assert!(b.tap("Qcur", Some(0), TapSel::Last).is_none());
+        assert!(b.tap("result_output", None, TapSel::Last).is_none());
+        assert!(model.load_prompt("c").is_err());
 
         // the same inputs give the same bytes
         let again = temp_dir("roundtrip-again");
