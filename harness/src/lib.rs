@@ -1,4 +1,12 @@
 //! Differential-testing harness: runs the engine's paths and compares them
 //! with each other and with llama.cpp references.
+//!
+//! - [`metrics`]: pure comparison metrics.
+//! - [`reference`]: the reference-data format, writer and loader (no
+//!   llama.cpp needed).
+//! - `capture` (feature `llama-cpp`): produces reference data with llama.cpp.
 
+#[cfg(feature = "llama-cpp")]
+pub mod capture;
 pub mod metrics;
+pub mod reference;

@@ -93,18 +93,21 @@ mod tests {
         fn nmse_is_scale_invariant_and_nonnegative(
             v in prop::collection::vec(-1.0f32..1.0, 1..64),
             noise in prop::collection::vec(-1e-3f32..1e-3, 64),
-            e in -3i32..4,
+            // Powers of two scale f32 values (and so every square and sum
+            // of the f64 computation) exactly: the NMSE must not move at
+            // all. An arbitrary factor rounds the scaled values, which for
+            // tiny differences moves the NMSE by more than any fixed
+            // relative tolerance.
+            k in prop::sample::select(vec![0.125f32, 0.5, 2.0, 4.0, 64.0]),
         ) {
             let w: Vec<f32> = v.iter().zip(&noise).map(|(x, n)| x + n).collect();
-            // A power-of-two scale is exact in f32, so the NMSE must not move.
-            let k = 2f32.powi(e);
             let e1 = nmse(&v, &w);
             prop_assert!(e1 >= 0.0);
             let vs: Vec<f32> = v.iter().map(|x| x * k).collect();
             let ws: Vec<f32> = w.iter().map(|x| x * k).collect();
             let e2 = nmse(&vs, &ws);
             if e1.is_finite() && e1 > 0.0 {
-                prop_assert!((e1 - e2).abs() <= 1e-12 * e1, "{e1} vs {e2}");
+                prop_assert_eq!(e1, e2);
             }
             prop_assert!(cosine(&v, &w) <= 1.0 + 1e-9);
         }

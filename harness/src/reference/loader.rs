@@ -1,0 +1,650 @@
+//! Reading reference data: the manifest, each model's capture, and per
+//! prompt the tokens, top-k tables, logits, greedy steps and taps.
+//!
+//! ```no_run
+//! use harness::reference::{ReferenceData, TapSel};
+//! let data = ReferenceData::open("reference-data".as_ref())?;
+//! for model in data.models() {
+//!     for prompt in model.prompts() {
+//!         let p = model.load_prompt(&prompt.id)?;
+//!         let last = p.position(p.tokens().len() - 1);
+//!         let q = p.tap("Qcur", Some(0), TapSel::Op("ROPE"));
+//!         # let _ = (last, q);
+//!     }
+//! }
+//! # Ok::<(), harness::reference::ReferenceError>(())
+//! ```
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use super::arrays::{PromptArrays, Tap, TopKRow};
+use super::format::{
+    expected_ne, ChatRenders, Manifest, ModelCapture, PromptCapture, TapInfo, TokenizerCapture,
+    FORMAT, FORMAT_VERSION,
+};
+use super::inputs::{self, MANIFEST_FILE};
+use super::writer::sha256_file;
+use super::ReferenceError;
+
+/// A reference-data directory: its manifest and every captured model.
+#[derive(Debug)]
+pub struct ReferenceData {
+    root: PathBuf,
+    manifest: Manifest,
+    captures: Vec<ModelCapture>,
+}
+
+fn check_format(what: &str, format: &str, version: u32) -> Result<(), ReferenceError> {
+    if format != FORMAT || version != FORMAT_VERSION {
+        return Err(ReferenceError::Invalid(format!(
+            "{what}: format {format} v{version}, this reader knows {FORMAT} v{FORMAT_VERSION}"
+        )));
+    }
+    Ok(())
+}
+
+impl ReferenceData {
+    /// Reads `root/manifest.json` and the capture of every model it lists as
+    /// captured.
+    pub fn open(root: &Path) -> Result<ReferenceData, ReferenceError> {
+        let manifest: Manifest = inputs::read_json(&root.join(MANIFEST_FILE))?;
+        check_format(MANIFEST_FILE, &manifest.format, manifest.format_version)?;
+        let mut captures = Vec::new();
+        for m in &manifest.models {
+            if let Some(rel) = &m.capture {
+                let c: ModelCapture = inputs::read_json(&root.join(rel))?;
+                check_format(rel, &c.format, c.format_version)?;
+                if c.model.id != m.id {
+                    return Err(ReferenceError::Invalid(format!(
+                        "{rel}: model id {:?}, the manifest says {:?}",
+                        c.model.id, m.id
+                    )));
+                }
+                captures.push(c);
+            }
+        }
+        Ok(ReferenceData {
+            root: root.to_path_buf(),
+            manifest,
+            captures,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The captured models, in models.json order.
+    pub fn models(&self) -> impl Iterator<Item = ModelRef<'_>> {
+        self.captures.iter().map(move |c| ModelRef {
+            root: &self.root,
+            capture: c,
+        })
+    }
+
+    pub fn model(&self, id: &str) -> Option<ModelRef<'_>> {
+        self.models().find(|m| m.id() == id)
+    }
+
+    /// Checks that every file the manifest lists exists with its size and
+    /// SHA-256.
+    pub fn verify_files(&self) -> Result<(), ReferenceError> {
+        for f in &self.manifest.files {
+            let path = self.root.join(&f.path);
+            let len = std::fs::metadata(&path)
+                .map_err(|e| ReferenceError::io(&path, e))?
+                .len();
+            if len != f.bytes {
+                return Err(ReferenceError::Invalid(format!(
+                    "{}: {len} bytes, the manifest says {}",
+                    f.path, f.bytes
+                )));
+            }
+            let sha = sha256_file(&path)?;
+            if sha != f.sha256 {
+                return Err(ReferenceError::Invalid(format!(
+                    "{}: SHA-256 {sha}, the manifest says {}",
+                    f.path, f.sha256
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which of the graph tensors sharing a name to pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapSel<'s> {
+    /// The first (in graph order) produced by this ggml op, e.g. "ROPE".
+    Op(&'s str),
+    /// The n-th of them in graph order.
+    Occurrence(u32),
+    /// The last one in graph order (the value the name ends up with).
+    Last,
+}
+
+/// One captured model.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelRef<'a> {
+    root: &'a Path,
+    capture: &'a ModelCapture,
+}
+
+impl<'a> ModelRef<'a> {
+    pub fn id(&self) -> &'a str {
+        &self.capture.model.id
+    }
+
+    /// Settings, versions, facts, tap catalog and per-prompt summaries.
+    pub fn capture(&self) -> &'a ModelCapture {
+        self.capture
+    }
+
+    pub fn prompts(&self) -> impl Iterator<Item = &'a PromptCapture> {
+        self.capture.prompts.iter()
+    }
+
+    pub fn prompt(&self, id: &str) -> Option<&'a PromptCapture> {
+        self.capture.prompts.iter().find(|p| p.id == id)
+    }
+
+    /// The tap catalog entry for (`base`, `layer`, `sel`); `layer` None for
+    /// whole-model tensors like "result_norm".
+    pub fn tap_info(&self, base: &str, layer: Option<u32>, sel: TapSel) -> Option<&'a TapInfo> {
+        find_tap(&self.capture.taps, base, layer, sel)
+    }
+
+    /// Every catalog entry of a name, in graph order.
+    pub fn taps_named(&self, base: &str, layer: Option<u32>) -> Vec<&'a TapInfo> {
+        self.capture
+            .taps
+            .iter()
+            .filter(|t| t.base == base && t.layer == layer)
+            .collect()
+    }
+
+    /// Loads a prompt's arrays.
+    pub fn load_prompt(&self, id: &str) -> Result<PromptData, ReferenceError> {
+        let info = self.prompt(id).ok_or_else(|| {
+            ReferenceError::Invalid(format!("model {} has no prompt {id:?}", self.id()))
+        })?;
+        let path = self.root.join(&info.file);
+        let bytes = std::fs::read(&path).map_err(|e| ReferenceError::io(&path, e))?;
+        let arrays = PromptArrays::from_safetensors(&bytes)
+            .map_err(|e| ReferenceError::Invalid(format!("{}: {e}", path.display())))?;
+        Ok(PromptData {
+            info: info.clone(),
+            taps: self.capture.taps.clone(),
+            arrays,
+        })
+    }
+
+    /// The tokenization of the corpus.
+    pub fn tokenizer(&self) -> Result<TokenizerCapture, ReferenceError> {
+        let t: TokenizerCapture = inputs::read_json(&self.root.join(&self.capture.tokenizer))?;
+        check_format(&self.capture.tokenizer, &t.format, t.format_version)?;
+        Ok(t)
+    }
+
+    /// The chat-template renders (None for a model without a template).
+    pub fn chat_renders(&self) -> Result<Option<ChatRenders>, ReferenceError> {
+        if !self.capture.model.has_chat_template {
+            return Ok(None);
+        }
+        inputs::read_chat_renders(self.root, self.id()).map(Some)
+    }
+}
+
+fn find_tap<'t>(
+    taps: &'t [TapInfo],
+    base: &str,
+    layer: Option<u32>,
+    sel: TapSel,
+) -> Option<&'t TapInfo> {
+    let mut it = taps.iter().filter(|t| t.base == base && t.layer == layer);
+    match sel {
+        TapSel::Op(op) => it.find(|t| t.op == op),
+        TapSel::Occurrence(n) => it.find(|t| t.occurrence == n),
+        TapSel::Last => it.max_by_key(|t| t.occurrence),
+    }
+}
+
+/// One prompt of one model, loaded.
+#[derive(Clone, Debug)]
+pub struct PromptData {
+    pub info: PromptCapture,
+    taps: Vec<TapInfo>,
+    pub arrays: PromptArrays,
+}
+
+impl PromptData {
+    pub fn tokens(&self) -> &[i32] {
+        &self.arrays.tokens
+    }
+
+    /// Top-k and log-sum-exp of the logits at prompt position `i`.
+    pub fn position(&self, i: usize) -> TopKRow<'_> {
+        self.arrays.positions.row(i)
+    }
+
+    /// Every logit at the last prompt position.
+    pub fn last_logits(&self) -> &[f32] {
+        &self.arrays.last_logits
+    }
+
+    pub fn greedy_tokens(&self) -> &[i32] {
+        &self.arrays.greedy_tokens
+    }
+
+    /// Top-k and log-sum-exp of the logits greedy step `i` chose its token
+    /// from (step 0: the last prompt position).
+    pub fn greedy_step(&self, i: usize) -> TopKRow<'_> {
+        self.arrays.greedy.row(i)
+    }
+
+    /// The catalog entries (the same for every prompt of the model).
+    pub fn tap_infos(&self) -> &[TapInfo] {
+        &self.taps
+    }
+
+    /// A tap by (base name, layer, selector), with its catalog entry.
+    pub fn tap(
+        &self,
+        base: &str,
+        layer: Option<u32>,
+        sel: TapSel,
+    ) -> Option<(&TapInfo, Cow<'_, Tap>)> {
+        let info = find_tap(&self.taps, base, layer, sel)?;
+        self.tap_by_key(&info.key).map(|t| (info, t))
+    }
+
+    /// A tap by key ("Qcur-3#2"). Aliased taps are rebuilt from the array
+    /// they alias, with their own shape.
+    pub fn tap_by_key(&self, key: &str) -> Option<Cow<'_, Tap>> {
+        if let Some(t) = self.arrays.taps.get(key) {
+            return Some(Cow::Borrowed(t));
+        }
+        let target = self.info.tap_aliases.get(key)?;
+        let info = self.taps.iter().find(|t| t.key == key)?;
+        let data = match target.strip_prefix("tap/") {
+            Some(other) => &self.arrays.taps.get(other)?.data,
+            None if target == "logits/last" => &self.arrays.last_logits,
+            None => return None,
+        };
+        let ne = expected_ne(info, &self.info);
+        (ne.iter().product::<usize>() == data.len()).then(|| {
+            Cow::Owned(Tap {
+                ne,
+                data: data.clone(),
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::reference::arrays::TopKTable;
+    use crate::reference::format::{
+        CaptureConfig, GreedyStop, GreedySummary, LlamaCppInfo, ModelEntry, ModelFacts, ModelsFile,
+        Positions, PromptKind, RunSettings, TokenizedText, VocabFacts,
+    };
+    use crate::reference::writer::{json_bytes, write_file, write_manifest};
+
+    /// A fresh empty directory under the system temp dir.
+    fn temp_dir(tag: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "sharpi-ref-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn tap_info(
+        name: &str,
+        occurrence: u32,
+        op: &str,
+        ne: [u64; 4],
+        token_dim: Option<usize>,
+    ) -> TapInfo {
+        let (base, layer) = match name.rsplit_once('-') {
+            Some((b, l)) => (b.to_string(), l.parse().ok()),
+            None => (name.to_string(), None),
+        };
+        TapInfo {
+            key: format!("{name}#{occurrence}"),
+            name: name.to_string(),
+            base,
+            layer,
+            op: op.to_string(),
+            occurrence,
+            ggml_type: "f32".into(),
+            token_dim,
+            kv_dim: None,
+            vocab_rows: false,
+            ne_one_token: ne,
+        }
+    }
+
+    /// Writes a complete one-model, one-prompt reference directory with the
+    /// writer code and returns (dir, arrays, capture).
+    fn write_tiny(dir: &Path) -> (PromptArrays, ModelCapture, TokenizerCapture) {
+        let n_vocab: u32 = 10;
+        let models = ModelsFile {
+            capture: CaptureConfig {
+                threads: 1,
+                top_k: 4,
+                greedy_steps: 2,
+                all_positions_prompt: "a".into(),
+            },
+            models: vec![ModelEntry {
+                id: "tiny".into(),
+                file: "models/tiny.gguf".into(),
+                sha256: "0".repeat(64),
+                architecture: "llama".into(),
+                has_chat_template: false,
+                tap_prompts: None,
+            }],
+        };
+        write_file(&dir.join("models.json"), &json_bytes(&models)).unwrap();
+        write_file(&dir.join("prompts/a.txt"), b"one two three").unwrap();
+        write_file(&dir.join("prompts/tokenizer.txt"), b"x\n y\n").unwrap();
+        write_file(&dir.join("prompts/conversations.json"), b"[]").unwrap();
+
+        let logits = |seed: u32| -> Vec<f32> {
+            (0..n_vocab)
+                .map(|i| ((i * 7 + seed * 3) % 11) as f32 * 0.37 - 1.0)
+                .collect()
+        };
+        let mut positions = TopKTable::new(4);
+        for p in 0..3 {
+            positions.push_logits(&logits(p));
+        }
+        let mut greedy = TopKTable::new(4);
+        greedy.push_logits(&logits(2));
+        greedy.push_logits(&logits(5));
+        let norm = Tap {
+            ne: [4, 3, 1, 1],
+            data: (0..12).map(|i| i as f32 * 0.5 - 2.0).collect(),
+        };
+        let q = Tap {
+            ne: [2, 2, 3, 1],
+            data: (0..12).map(|i| (i as f32).sin()).collect(),
+        };
+        let arrays = PromptArrays {
+            tokens: vec![5, 6, 7],
+            positions,
+            last_logits: logits(2),
+            greedy_tokens: vec![greedy.row(0).ids[0], greedy.row(1).ids[0]],
+            greedy,
+            taps: BTreeMap::from([
+                ("attn_norm-0#0".to_string(), norm),
+                ("Qcur-0#1".to_string(), q),
+            ]),
+        };
+        write_file(
+            &dir.join("tiny/a.safetensors"),
+            &arrays.to_safetensors().unwrap(),
+        )
+        .unwrap();
+        // prompt b: no taps recorded (its model entry's tap_prompts left it out)
+        write_file(&dir.join("prompts/b.txt"), b"four").unwrap();
+        let mut b_positions = TopKTable::new(4);
+        b_positions.push_logits(&logits(5));
+        let b_arrays = PromptArrays {
+            tokens: vec![8],
+            greedy_tokens: vec![b_positions.row(0).ids[0]],
+            greedy: b_positions.clone(),
+            positions: b_positions,
+            last_logits: logits(5),
+            taps: BTreeMap::new(),
+        };
+        write_file(
+            &dir.join("tiny/b.safetensors"),
+            &b_arrays.to_safetensors().unwrap(),
+        )
+        .unwrap();
+
+        let taps = vec![
+            tap_info("attn_norm-0", 0, "MUL", [4, 1, 1, 1], Some(1)),
+            tap_info("Qcur-0", 0, "MUL_MAT", [4, 1, 1, 1], Some(1)),
+            tap_info("Qcur-0", 1, "RESHAPE", [2, 2, 1, 1], Some(2)),
+            TapInfo {
+                vocab_rows: true,
+                ..tap_info(
+                    "result_output",
+                    0,
+                    "MUL_MAT",
+                    [n_vocab as u64, 1, 1, 1],
+                    Some(1),
+                )
+            },
+        ];
+        let prompt = PromptCapture {
+            id: "a".into(),
+            kind: PromptKind::Text,
+            add_special: true,
+            parse_special: false,
+            text_sha256: crate::reference::writer::sha256_hex(b"one two three"),
+            n_tokens: 3,
+            n_kv: None,
+            kv_len: None,
+            file: "tiny/a.safetensors".into(),
+            taps_recorded: true,
+            tap_positions: Positions::All,
+            greedy: GreedySummary {
+                n_tokens: 2,
+                stop: GreedyStop::Length,
+                text: " four".into(),
+                text_hex: None,
+            },
+            tap_run_logits_max_abs_diff: 0.0,
+            tap_aliases: BTreeMap::from([
+                ("Qcur-0#0".to_string(), "tap/Qcur-0#1".to_string()),
+                ("result_output#0".to_string(), "logits/last".to_string()),
+            ]),
+        };
+        let prompt_b = PromptCapture {
+            id: "b".into(),
+            n_tokens: 1,
+            text_sha256: crate::reference::writer::sha256_hex(b"four"),
+            file: "tiny/b.safetensors".into(),
+            taps_recorded: false,
+            tap_positions: Positions::Last,
+            greedy: GreedySummary {
+                n_tokens: 1,
+                stop: GreedyStop::Length,
+                text: "!".into(),
+                text_hex: None,
+            },
+            tap_aliases: BTreeMap::new(),
+            ..prompt.clone()
+        };
+        let capture = ModelCapture {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            model: models.models[0].clone(),
+            llama_cpp: LlamaCppInfo {
+                crate_version: "test".into(),
+                crate_commit: "0".into(),
+                llama_version: "0".into(),
+                ggml_version: "0".into(),
+                ggml_commit: "unknown".into(),
+                system_info: String::new(),
+            },
+            settings: RunSettings {
+                threads: 1,
+                n_ctx: 256,
+                n_batch: 256,
+                n_ubatch: 256,
+                flash_attn: "disabled".into(),
+                type_k: "f32".into(),
+                type_v: "f32".into(),
+                swa_full: true,
+                weight_repack: false,
+                top_k: 4,
+                greedy_steps: 2,
+                greedy: "argmax".into(),
+            },
+            facts: ModelFacts {
+                n_layer: 1,
+                n_embd: 4,
+                n_head: 2,
+                n_head_kv: 2,
+                n_vocab,
+                n_ctx_train: 256,
+                desc: "tiny".into(),
+            },
+            vocab: VocabFacts {
+                n_tokens: n_vocab,
+                add_bos: false,
+                add_eos: false,
+                bos: 1,
+                eos: 2,
+                eot: -1,
+                eog_tokens: vec![2],
+            },
+            tokenizer: "tiny/tokenizer.json".into(),
+            taps,
+            prompts: vec![prompt, prompt_b],
+        };
+        write_file(&dir.join("tiny/capture.json"), &json_bytes(&capture)).unwrap();
+        let tok = TokenizerCapture {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            model: "tiny".into(),
+            corpus: "prompts/tokenizer.txt".into(),
+            corpus_sha256: crate::reference::writer::sha256_hex(b"x\n y\n"),
+            add_special: true,
+            whole: TokenizedText {
+                plain: vec![3, 4],
+                special: vec![3, 4],
+            },
+            lines: vec![
+                TokenizedText {
+                    plain: vec![3],
+                    special: vec![3],
+                },
+                TokenizedText {
+                    plain: vec![4],
+                    special: vec![4],
+                },
+            ],
+        };
+        write_file(&dir.join("tiny/tokenizer.json"), &json_bytes(&tok)).unwrap();
+        write_manifest(dir, &models).unwrap();
+        (arrays, capture, tok)
+    }
+
+    #[test]
+    fn a_capture_written_by_the_writer_loads_back_identically() {
+        let dir = temp_dir("roundtrip");
+        let (arrays, capture, tok) = write_tiny(&dir);
+        let data = ReferenceData::open(&dir).unwrap();
+        data.verify_files().unwrap();
+        let m = data.manifest();
+        assert_eq!(m.files.len(), 9, "{:?}", m.files);
+        assert_eq!(m.tokenizer_corpus.count, 2);
+        assert_eq!(m.models[0].prompts, vec!["a".to_string(), "b".to_string()]);
+
+        let model = data.model("tiny").unwrap();
+        assert_eq!(model.capture(), &capture);
+        assert_eq!(model.tokenizer().unwrap(), tok);
+        assert!(model.chat_renders().unwrap().is_none());
+        let p = model.load_prompt("a").unwrap();
+        assert_eq!(p.arrays, arrays);
+        assert_eq!(p.tokens(), &[5, 6, 7]);
+        assert_eq!(p.position(2), arrays.positions.row(2));
+        assert_eq!(p.greedy_step(1).ids[0], p.greedy_tokens()[1]);
+
+        // lookups by op, occurrence and last; aliases rebuilt with their shape
+        let (info, t) = p.tap("Qcur", Some(0), TapSel::Op("RESHAPE")).unwrap();
+        assert_eq!((info.occurrence, t.ne), (1, [2, 2, 3, 1]));
+        let (info, t) = p.tap("Qcur", Some(0), TapSel::Occurrence(0)).unwrap();
+        assert_eq!(info.op, "MUL_MAT");
+        assert_eq!(
+            t.ne,
+            [4, 3, 1, 1],
+            "alias takes the aliasing tap's own shape"
+        );
+        assert_eq!(t.data, arrays.taps["Qcur-0#1"].data);
+        assert_eq!(
+            p.tap("Qcur", Some(0), TapSel::Last).unwrap().0.occurrence,
+            1
+        );
+        let (_, t) = p.tap("result_output", None, TapSel::Last).unwrap();
+        assert_eq!((t.ne, &t.data), ([10, 1, 1, 1], &arrays.last_logits));
+        assert!(p.tap("Qcur", Some(1), TapSel::Last).is_none());
+        assert!(p.tap("Kcur", Some(0), TapSel::Last).is_none());
+        assert_eq!(model.taps_named("Qcur", Some(0)).len(), 2);
+
+        // a prompt without taps: arrays load, tap lookups find nothing
+        let b = model.load_prompt("b").unwrap();
+        assert!(!b.info.taps_recorded);
+        assert_eq!(b.tokens(), &[8]);
+        assert!(b.arrays.taps.is_empty());
+        assert!(b.tap("Qcur", Some(0), TapSel::Last).is_none());
+        assert!(b.tap("result_output", None, TapSel::Last).is_none());
+        assert!(model.load_prompt("c").is_err());
+
+        // the same inputs give the same bytes
+        let again = temp_dir("roundtrip-again");
+        write_tiny(&again);
+        for f in &m.files {
+            let a = std::fs::read(dir.join(&f.path)).unwrap();
+            let b = std::fs::read(again.join(&f.path)).unwrap();
+            assert_eq!(a, b, "{} differs between two writes", f.path);
+        }
+        assert_eq!(
+            std::fs::read(dir.join("manifest.json")).unwrap(),
+            std::fs::read(again.join("manifest.json")).unwrap()
+        );
+        std::fs::remove_dir_all(&again).unwrap();
+
+        // a changed byte is caught
+        let f = dir.join("tiny/a.safetensors");
+        let mut bytes = std::fs::read(&f).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&f, bytes).unwrap();
+        let e = data.verify_files().unwrap_err().to_string();
+        assert!(
+            e.contains("tiny/a.safetensors") && e.contains("SHA-256"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn arrays_reject_another_format_and_inconsistent_tables() {
+        let mut a = PromptArrays {
+            tokens: vec![1, 2],
+            positions: TopKTable::new(2),
+            ..PromptArrays::default()
+        };
+        a.greedy = TopKTable::new(2);
+        a.positions.push_logits(&[1.0, 2.0, 3.0]);
+        assert!(a.to_safetensors().is_err(), "one row for two tokens");
+        a.positions.push_logits(&[3.0, 2.0, 1.0]);
+        let bytes = a.to_safetensors().unwrap();
+        assert_eq!(PromptArrays::from_safetensors(&bytes).unwrap(), a);
+        let other = safetensors::serialize(
+            Vec::<(String, safetensors::tensor::TensorView)>::new(),
+            None,
+        )
+        .unwrap();
+        assert!(PromptArrays::from_safetensors(&other).is_err());
+    }
+}

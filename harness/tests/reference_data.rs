@@ -1,0 +1,385 @@
+//! Invariants of the committed reference data (reference-data/), read with
+//! the harness's loader: what a later `compare` relies on.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use harness::reference::arrays::top_k_lse;
+use harness::reference::format::{expected_ne, GreedyStop, Positions, PromptKind};
+use harness::reference::inputs::{self, corpus_lines};
+use harness::reference::writer::sha256_hex;
+use harness::reference::{ReferenceData, TapSel};
+
+const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+const GEMMA: &str = "gemma-3-270m-q4_k_m";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reference-data")
+}
+
+fn data() -> ReferenceData {
+    ReferenceData::open(&root()).expect("reference-data/manifest.json loads")
+}
+
+#[test]
+fn manifest_lists_every_file_with_its_size_and_hash_and_stays_in_budget() {
+    let data = data();
+    data.verify_files().unwrap();
+    let m = data.manifest();
+    // every prompt file of prompts/ is in the manifest, and at least 12
+    let prompts = inputs::list_prompts(&root()).unwrap();
+    assert!(prompts.len() >= 12, "{} prompts", prompts.len());
+    let listed: Vec<&str> = m.prompts.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(
+        listed,
+        prompts.iter().map(|p| p.id.as_str()).collect::<Vec<_>>()
+    );
+    assert!(m.tokenizer_corpus.count >= 300);
+    assert!(m.conversations.count >= 10);
+    let models: Vec<&str> = m.models.iter().map(|m| m.id.as_str()).collect();
+    assert!(
+        models.contains(&SMOLLM2) && models.contains(&GEMMA),
+        "{models:?}"
+    );
+    assert_eq!(m.total_bytes, m.files.iter().map(|f| f.bytes).sum::<u64>());
+    assert!(
+        m.total_bytes < 64 << 20,
+        "reference data is {} bytes",
+        m.total_bytes
+    );
+    let paths: BTreeSet<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
+    for model in data.models() {
+        for p in model.prompts() {
+            assert!(
+                paths.contains(p.file.as_str()),
+                "{} not in the manifest",
+                p.file
+            );
+        }
+    }
+}
+
+#[test]
+fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
+    let data = data();
+    for model in data.models() {
+        let c = model.capture();
+        let n_vocab = c.facts.n_vocab as usize;
+        let k = c.settings.top_k;
+        let eog = &c.vocab.eog_tokens;
+        assert!(
+            eog.contains(&c.vocab.eos),
+            "{}: EOS is not end-of-generation",
+            model.id()
+        );
+        assert!(model.prompts().count() >= 10, "{}", model.id());
+        for info in model.prompts() {
+            let what = format!("{}/{}", model.id(), info.id);
+            let p = model.load_prompt(&info.id).unwrap();
+            let t = p.tokens().len();
+            assert_eq!(t, info.n_tokens, "{what}");
+            assert!(t >= 1);
+            assert!(
+                t <= c.settings.n_ubatch as usize,
+                "{what}: prompt longer than one ubatch"
+            );
+            assert_eq!(info.parse_special, info.kind == PromptKind::Chat, "{what}");
+            if c.vocab.add_bos && info.add_special {
+                assert_eq!(p.tokens()[0], c.vocab.bos, "{what}: BOS first");
+            }
+            assert!(
+                p.tokens().iter().all(|&id| (id as usize) < n_vocab),
+                "{what}"
+            );
+            assert_eq!(p.arrays.positions.rows(), t, "{what}");
+            for i in 0..t {
+                let row = p.position(i);
+                assert_eq!(row.ids.len(), k);
+                assert!(
+                    row.values.windows(2).all(|w| w[0] >= w[1]),
+                    "{what} position {i}: not sorted"
+                );
+                assert!(
+                    row.lse >= row.values[0],
+                    "{what} position {i}: lse {} < top {}",
+                    row.lse,
+                    row.values[0]
+                );
+                let distinct: BTreeSet<i32> = row.ids.iter().copied().collect();
+                assert_eq!(distinct.len(), k, "{what} position {i}: repeated ids");
+                assert!(row.ids.iter().all(|&id| id >= 0 && (id as usize) < n_vocab));
+            }
+            // the full last-position logits give exactly the stored last row
+            assert_eq!(p.last_logits().len(), n_vocab, "{what}");
+            let (ids, values, lse) = top_k_lse(p.last_logits(), k);
+            let last = p.position(t - 1);
+            assert_eq!(
+                (ids.as_slice(), values.as_slice(), lse),
+                (last.ids, last.values, last.lse),
+                "{what}"
+            );
+
+            // greedy: each token is its step's argmax; step 0 is the last position
+            let g = p.greedy_tokens();
+            assert_eq!(g.len(), info.greedy.n_tokens, "{what}");
+            assert!(
+                !g.is_empty() && g.len() <= c.settings.greedy_steps,
+                "{what}"
+            );
+            assert_eq!(p.arrays.greedy.rows(), g.len());
+            assert_eq!(p.greedy_step(0), last, "{what}");
+            for (i, &tok) in g.iter().enumerate() {
+                let step = p.greedy_step(i);
+                assert_eq!(step.ids[0], tok, "{what} step {i}");
+                assert!(step.lse >= step.values[0]);
+                let is_eog = eog.contains(&tok);
+                if i + 1 < g.len() {
+                    assert!(
+                        !is_eog,
+                        "{what}: continued after an end-of-generation token"
+                    );
+                }
+            }
+            match info.greedy.stop {
+                GreedyStop::Length => assert_eq!(g.len(), c.settings.greedy_steps, "{what}"),
+                GreedyStop::EndOfGeneration => assert!(eog.contains(g.last().unwrap()), "{what}"),
+            }
+            if info.greedy.text_hex.is_some() {
+                assert!(
+                    info.greedy.text.contains('\u{fffd}'),
+                    "{what}: hex only for invalid UTF-8"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn taps_cover_every_layer_and_have_the_catalog_shapes() {
+    let data = data();
+    for model in data.models() {
+        let c = model.capture();
+        let n_layer = c.facts.n_layer;
+        for l in 0..n_layer {
+            for base in [
+                "attn_norm",
+                "Qcur",
+                "Kcur",
+                "Vcur",
+                "kq_soft_max",
+                "ffn_norm",
+                "ffn_out",
+                "l_out",
+            ] {
+                assert!(
+                    model.tap_info(base, Some(l), TapSel::Last).is_some(),
+                    "{}: no {base}-{l}",
+                    model.id()
+                );
+            }
+        }
+        assert!(c.taps.iter().all(|t| t.layer.is_none_or(|l| l < n_layer)));
+        for base in ["result_norm", "result_output"] {
+            assert!(
+                model.tap_info(base, None, TapSel::Last).is_some(),
+                "{}: no {base}",
+                model.id()
+            );
+        }
+        // RoPE'd Q and K are the last Qcur/Kcur of a layer
+        assert_eq!(
+            model.tap_info("Qcur", Some(0), TapSel::Last).unwrap().op,
+            "ROPE"
+        );
+        assert_eq!(
+            model.tap_info("Kcur", Some(0), TapSel::Last).unwrap().op,
+            "ROPE"
+        );
+        let keys: BTreeSet<&str> = c.taps.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys.len(), c.taps.len(), "{}: duplicate keys", model.id());
+
+        let mut all_positions = 0;
+        for info in model.prompts() {
+            let what = format!("{}/{}", model.id(), info.id);
+            if !info.taps_recorded {
+                continue;
+            }
+            if info.tap_positions == Positions::All {
+                all_positions += 1;
+            }
+            assert_eq!(
+                info.tap_run_logits_max_abs_diff, 0.0,
+                "{what}: the tapped run computed other logits"
+            );
+            assert_eq!(info.kv_len, Some(info.n_tokens as u64), "{what}");
+            let p = model.load_prompt(&info.id).unwrap();
+            for t in &c.taps {
+                let tap = p
+                    .tap_by_key(&t.key)
+                    .unwrap_or_else(|| panic!("{what}: no tap {}", t.key));
+                assert_eq!(tap.ne, expected_ne(t, info), "{what}: {}", t.key);
+                assert!(
+                    tap.data.iter().all(|v| !v.is_nan()),
+                    "{what}: NaN in {}",
+                    t.key
+                );
+            }
+            // the logits tap is the stored last-position logits
+            let (_, out) = p.tap("result_output", None, TapSel::Last).unwrap();
+            assert_eq!(out.data, p.last_logits(), "{what}");
+            // every catalog entry is stored or aliased, nothing else
+            assert_eq!(
+                p.arrays.taps.len() + info.tap_aliases.len(),
+                c.taps.len(),
+                "{what}"
+            );
+        }
+        assert_eq!(all_positions, 1, "{}: one all-positions prompt", model.id());
+    }
+}
+
+#[test]
+fn the_all_positions_prompt_keeps_distinct_rows_per_position() {
+    let data = data();
+    for model in data.models() {
+        let last_layer = model.capture().facts.n_layer - 1;
+        let info = model
+            .prompts()
+            .find(|p| p.tap_positions == Positions::All)
+            .unwrap();
+        assert!(
+            info.n_tokens >= 2,
+            "{}: all-positions prompt of one token",
+            model.id()
+        );
+        let p = model.load_prompt(&info.id).unwrap();
+        for (base, layer) in [
+            ("attn_norm", Some(0)),
+            ("l_out", Some(last_layer)),
+            ("result_norm", None),
+        ] {
+            let (ti, tap) = p.tap(base, layer, TapSel::Last).unwrap();
+            let d = ti.token_dim.unwrap();
+            assert_eq!(tap.ne[d], info.n_tokens, "{}: {base}", model.id());
+            let first = tap.slice(d, 0);
+            let last = tap.slice(d, info.n_tokens - 1);
+            assert_ne!(
+                first.data,
+                last.data,
+                "{}: {base} rows look identical",
+                model.id()
+            );
+        }
+    }
+}
+
+#[test]
+fn sanity_continuations_match_what_llama_cpp_is_known_to_produce() {
+    let data = data();
+    let smol = data.model(SMOLLM2).unwrap();
+    let capital = smol.prompt("capital-france").unwrap();
+    assert!(
+        capital.greedy.text.starts_with(" Paris."),
+        "{:?}",
+        capital.greedy.text
+    );
+    let gemma = data.model(GEMMA).unwrap();
+    let counting = gemma.prompt("counting").unwrap();
+    assert!(
+        counting.greedy.text.starts_with(" 6, 7, 8, 9, 10,"),
+        "{:?}",
+        counting.greedy.text
+    );
+}
+
+#[test]
+fn tokenizer_captures_cover_the_corpus() {
+    let data = data();
+    let corpus = inputs::read_text(&root(), inputs::TOKENIZER_CORPUS).unwrap();
+    let lines = corpus_lines(&corpus);
+    for model in data.models() {
+        let c = model.capture();
+        let t = model.tokenizer().unwrap();
+        assert_eq!(
+            t.corpus_sha256,
+            sha256_hex(corpus.as_bytes()),
+            "{}: stale tokenizer capture",
+            model.id()
+        );
+        assert_eq!(t.lines.len(), lines.len(), "{}", model.id());
+        for (line, tok) in lines.iter().zip(&t.lines) {
+            if c.vocab.add_bos {
+                assert_eq!(
+                    tok.plain.first(),
+                    Some(&c.vocab.bos),
+                    "{}: {line:?}",
+                    model.id()
+                );
+            }
+            if !line.contains('<') {
+                assert_eq!(
+                    tok.plain,
+                    tok.special,
+                    "{}: {line:?} has no special-token text",
+                    model.id()
+                );
+            }
+        }
+        assert!(t.whole.plain.len() > lines.len(), "{}", model.id());
+    }
+    // SmolLM2: "<|im_start|>" is one control token only with parse_special
+    let smol = data.model(SMOLLM2).unwrap().tokenizer().unwrap();
+    let i = lines.iter().position(|l| *l == "<|im_start|>").unwrap();
+    assert_eq!(smol.lines[i].special, vec![1]);
+    assert!(smol.lines[i].plain.len() > 1);
+    // Gemma: "<start_of_turn>" likewise (after BOS)
+    let gemma = data.model(GEMMA).unwrap().tokenizer().unwrap();
+    let i = lines.iter().position(|l| *l == "<start_of_turn>").unwrap();
+    assert_eq!(gemma.lines[i].special.len(), 2);
+    assert!(gemma.lines[i].plain.len() > 2);
+}
+
+#[test]
+fn chat_prompts_are_the_committed_renders() {
+    let data = data();
+    for model in data.models() {
+        let c = model.capture();
+        let renders = model.chat_renders().unwrap();
+        let chat: Vec<_> = model
+            .prompts()
+            .filter(|p| p.kind == PromptKind::Chat)
+            .collect();
+        let Some(renders) = renders else {
+            assert!(!c.model.has_chat_template);
+            assert!(
+                chat.is_empty(),
+                "{}: chat prompts without a template",
+                model.id()
+            );
+            continue;
+        };
+        assert!(renders.conversations.len() >= 20, "{}", model.id());
+        for r in &renders.conversations {
+            let ends = r.text.ends_with("<|im_start|>assistant\n");
+            assert_eq!(
+                ends,
+                r.add_generation_prompt,
+                "{} {}: {:?}",
+                model.id(),
+                r.id,
+                r.text
+            );
+        }
+        assert!(!chat.is_empty());
+        for p in chat {
+            let r = renders.prompts.iter().find(|r| r.id == p.id).unwrap();
+            assert_eq!(
+                p.text_sha256,
+                sha256_hex(r.text.as_bytes()),
+                "{}: {} stale",
+                model.id(),
+                p.id
+            );
+        }
+    }
+}
