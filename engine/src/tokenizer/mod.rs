@@ -247,26 +247,28 @@ impl Tokenizer {
     /// model adds a space prefix, invalid UTF-8 shown as U+FFFD. Nothing
     /// else is changed, so that `decode(encode(s))` gives `s` back.
     pub fn decode(&self, ids: &[TokenId], special: bool) -> Result<String, TokenizerError> {
-        self.detok(
+        let bytes = self.detok(
             ids,
             Detok {
                 remove_special: false,
                 unparse_special: special,
                 clean_spaces: false,
             },
-        )
+        )?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// llama.cpp's `llama_detokenize`: with `remove_special`, a leading BOS
-    /// and a trailing EOS that the model adds are dropped; `unparse_special`
-    /// renders control tokens; the model's space clean-up
-    /// (`clean_spaces`) is applied.
+    /// llama.cpp's `llama_detokenize`, byte for byte: with
+    /// `remove_special`, a leading BOS and a trailing EOS that the model adds
+    /// are dropped; `unparse_special` renders control tokens; the model's
+    /// space clean-up (`clean_spaces`) is applied. The bytes may not be
+    /// valid UTF-8 (a sequence cut inside a character).
     pub fn detokenize(
         &self,
         ids: &[TokenId],
         remove_special: bool,
         unparse_special: bool,
-    ) -> Result<String, TokenizerError> {
+    ) -> Result<Vec<u8>, TokenizerError> {
         self.detok(
             ids,
             Detok {
@@ -277,12 +279,11 @@ impl Tokenizer {
         )
     }
 
-    fn detok(&self, ids: &[TokenId], how: Detok) -> Result<String, TokenizerError> {
+    fn detok(&self, ids: &[TokenId], how: Detok) -> Result<Vec<u8>, TokenizerError> {
         for &id in ids {
             self.check(id)?;
         }
-        let bytes = self.detok_context().detokenize(ids, how);
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        Ok(self.detok_context().detokenize(ids, how))
     }
 
     /// A decoder that takes tokens one at a time and gives back complete
