@@ -89,7 +89,7 @@ impl ByteLevelBpe {
         let mut steps = Vec::with_capacity(spec.regexes.len() + 1);
         for r in spec.regexes {
             let split = Split::new(
-                SplitPattern::Regex(r.to_string()),
+                SplitPattern::Regex(super::pre::unicode_15_1(r)),
                 SplitDelimiterBehavior::Isolated,
                 false,
             )
