@@ -71,7 +71,11 @@ fn rendered_chat_tokenizes_with_control_tokens() {
     let text = t.render(&[Message::new("user", "Hi!")], true).unwrap();
     let ids = smollm2().encode(&text, false, true).unwrap();
     assert_eq!(ids[0], 1, "<|im_start|>");
-    assert_eq!(ids.iter().filter(|&&i| i == 2).count(), 2, "<|im_end|> twice");
+    assert_eq!(
+        ids.iter().filter(|&&i| i == 2).count(),
+        2,
+        "<|im_end|> twice"
+    );
 }
 
 #[test]
@@ -134,10 +138,7 @@ fn python_string_and_dict_methods() {
 fn blocks_trim_and_lstrip_and_the_last_newline_goes() {
     let msgs = r#"[{"role": "user", "content": "1"}, {"role": "assistant", "content": "2"}]"#;
     let src = "{% for m in messages %}\n  {% if m.role == 'user' %}\n    U: {{ m.content }}\n  {% else %}\n    A: {{ m.content }}\n  {% endif %}\n{% endfor %}\n{%- if add_generation_prompt %}\nA:\n{% endif %}\n";
-    assert_eq!(
-        render(src, msgs, true).unwrap(),
-        "    U: 1\n    A: 2\nA:\n"
-    );
+    assert_eq!(render(src, msgs, true).unwrap(), "    U: 1\n    A: 2\nA:\n");
     assert_eq!(render("x\n", "[]", false).unwrap(), "x");
 }
 
@@ -177,7 +178,8 @@ fn raise_exception_fails_the_render_with_its_message() {
 
 #[test]
 fn a_template_that_loops_forever_runs_out_of_fuel() {
-    let src = "{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}";
+    let src =
+        "{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}";
     let err = render(src, "[]", false).unwrap_err();
     assert!(matches!(err, ChatError::OutOfFuel { .. }), "{err:?}");
     // Recursion ends at minijinja's recursion limit instead.
@@ -209,8 +211,12 @@ fn errors_are_one_line() {
     let err = ChatTemplate::new("{% for %}\n\n{{", "", "").unwrap_err();
     assert!(matches!(err, ChatError::Syntax(_)), "{err:?}");
     assert!(!err.to_string().contains('\n'), "{err}");
-    let err = render("{{ messages[0].content.nope() }}", r#"[{"content": "a\nb"}]"#, false)
-        .unwrap_err();
+    let err = render(
+        "{{ messages[0].content.nope() }}",
+        r#"[{"content": "a\nb"}]"#,
+        false,
+    )
+    .unwrap_err();
     assert!(!err.to_string().contains('\n'), "{err}");
     let err = render("{{ x }}", "not json", false).unwrap_err();
     assert!(!err.to_string().contains('\n'), "{err}");
