@@ -58,7 +58,7 @@ pub enum ModelKind {
 }
 
 enum Model {
-    Bpe(bpe::ByteLevelBpe),
+    Bpe(Box<bpe::ByteLevelBpe>),
     Spm,
 }
 
@@ -137,7 +137,7 @@ impl Tokenizer {
         let model = match &spec {
             Some(spec) => {
                 let merges = file.get_array(bpe::MERGES_KEY)?;
-                Model::Bpe(bpe::ByteLevelBpe::new(&vocab, merges, spec)?)
+                Model::Bpe(Box::new(bpe::ByteLevelBpe::new(&vocab, merges, spec)?))
             }
             None => Model::Spm,
         };
@@ -391,5 +391,15 @@ impl Tokenizer {
     /// user-defined and unknown ones), longest text first.
     pub fn special_token_ids(&self) -> &[TokenId] {
         self.matcher.ids()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokenizers_and_templates_can_be_shared_across_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<super::Tokenizer>();
+        shareable::<crate::chat::ChatTemplate>();
     }
 }

@@ -220,7 +220,7 @@ pub(crate) fn resolve(
     // o200k_harmony and solar-open: "<|end|>" ends a message, not generation.
     if let Some(end) = find(vocab, &eog, "<|end|>") {
         let call = has(vocab, &eog, "<|call|>") || has(vocab, &eog, "<|calls|>");
-        if (has(vocab, &eog, "<|return|>") && call) || (call && has(vocab, &eog, "<|flush|>")) {
+        if call && (has(vocab, &eog, "<|return|>") || has(vocab, &eog, "<|flush|>")) {
             eog.retain(|&i| i != end);
             vocab.attrs[end as usize] = TokenAttr::USER_DEFINED;
         }
