@@ -1,6 +1,7 @@
 //! Differential-testing harness: runs the engine's paths and compares them
 //! with each other and with llama.cpp references.
 //!
+//! - [`compare`]: sharpi against the references (`harness compare`).
 //! - [`metrics`]: pure comparison metrics.
 //! - [`reference`]: the reference-data format, writer and loader (no
 //!   llama.cpp needed).
@@ -8,5 +9,6 @@
 
 #[cfg(feature = "llama-cpp")]
 pub mod capture;
+pub mod compare;
 pub mod metrics;
 pub mod reference;

@@ -17,6 +17,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run sharpi on every captured model and prompt and compare tokens,
+    /// per-layer tensors, logits, KL divergence and greedy continuations
+    /// with llama.cpp's capture. Exits 1 on any violation of the limits.
+    Compare(CompareArgs),
     /// Capture llama.cpp's outputs for every model and prompt into
     /// reference-data/ (needs a build with `--features llama-cpp`).
     Capture(CaptureArgs),
@@ -27,6 +31,41 @@ enum Command {
         #[arg(long, default_value = "reference-data")]
         dir: PathBuf,
     },
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Compare only this model (repeatable). A model named here fails when
+    /// it cannot be compared (unsupported architecture, not captured).
+    #[arg(long = "model", value_name = "ID")]
+    models: Vec<String>,
+    /// Only this prompt (repeatable).
+    #[arg(long = "prompt", value_name = "ID")]
+    prompts: Vec<String>,
+    /// Engine paths: cpu, gpu, hybrid:N (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    paths: Vec<harness::compare::Path>,
+    /// Write the whole report as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The limits, per model and path.
+    #[arg(long, default_value = "ci/thresholds.toml")]
+    thresholds: PathBuf,
+    /// The reference data.
+    #[arg(long, default_value = "reference-data")]
+    reference: PathBuf,
+    /// Repository root (model paths are relative to it).
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+    /// Greedy tokens compared at most per prompt (the capture has 32).
+    #[arg(long, default_value_t = 32)]
+    greedy_steps: usize,
+    /// Skip the tokenizer corpus and the chat-template renders.
+    #[arg(long)]
+    no_corpus: bool,
+    /// CPU threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 #[derive(Args)]
@@ -52,8 +91,49 @@ struct CaptureArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Compare(args) => compare(args),
         Command::Capture(args) => capture(args),
         Command::Manifest { dir } => manifest(&dir),
+    }
+}
+
+fn compare(args: CompareArgs) -> ExitCode {
+    use harness::compare::{self, Options, Thresholds};
+    let thresholds = match Thresholds::load(&args.thresholds) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("harness compare: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut opts = Options::new(&args.repo, thresholds);
+    opts.reference_dir = args.repo.join(&args.reference);
+    opts.models = args.models;
+    opts.prompts = args.prompts;
+    opts.paths = args.paths;
+    opts.greedy_steps = args.greedy_steps;
+    opts.corpus = !args.no_corpus;
+    opts.threads = args.threads;
+    opts.progress = true;
+    let report = match compare::run(&opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness compare: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, report.to_json()) {
+            eprintln!("harness compare: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        eprintln!("harness compare: report written to {}", path.display());
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

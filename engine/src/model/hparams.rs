@@ -82,7 +82,7 @@ impl LayerDesc {
 /// [`ModelError`]s that name the architecture.
 struct Meta<'a> {
     gguf: &'a GgufFile,
-    spec: &'static ArchSpec,
+    spec: &'a ArchSpec,
 }
 
 impl Meta<'_> {
@@ -153,10 +153,7 @@ impl Meta<'_> {
 
 /// Reads and checks the hyperparameters of `spec`'s architecture. The
 /// vocabulary size is left 0: it comes from `token_embd`'s shape.
-pub fn read(
-    gguf: &GgufFile,
-    spec: &'static ArchSpec,
-) -> Result<(Hparams, Vec<LayerDesc>), ModelError> {
+pub fn read(gguf: &GgufFile, spec: &ArchSpec) -> Result<(Hparams, Vec<LayerDesc>), ModelError> {
     let m = Meta { gguf, spec };
     for k in spec.keys.iter().filter(|k| k.need == Need::Required) {
         if gguf.get(&m.key(k.suffix)).is_none() {

@@ -36,7 +36,7 @@ fn resolve(d: Dim, hp: &Hparams) -> u64 {
 /// `token_embd.weight` (checking `vocab_size` when the file has it).
 pub fn check_tensors(
     gguf: &GgufFile,
-    spec: &'static ArchSpec,
+    spec: &ArchSpec,
     hp: &mut Hparams,
 ) -> Result<TensorTable, ModelError> {
     let arch = spec.name;

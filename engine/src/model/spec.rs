@@ -152,8 +152,9 @@ pub enum SwaRule {
     Pattern { default_period: u32 },
 }
 
-/// One architecture's table.
-#[derive(Debug)]
+/// One architecture's table (copied into each [`super::Model`], where
+/// [`super::ModelOptions::spec_edit`] may change the copy).
+#[derive(Clone, Debug)]
 pub struct ArchSpec {
     pub arch: Arch,
     /// `general.architecture`.

@@ -1,0 +1,123 @@
+//! Logits: the last prompt position's whole vector, and at every prompt
+//! position the next-token distribution against the captured top-64.
+
+use serde::Serialize;
+
+use crate::metrics::{self, Summary, TopK};
+use crate::reference::TopKRow;
+
+/// What one prompt position gives.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PositionStat {
+    /// KL(llama.cpp ‖ ours) over llama.cpp's top-64 and a tail bucket
+    /// ([`metrics::kld_top_k`]).
+    pub kld: f64,
+    /// Whether our most likely token is llama.cpp's.
+    pub top1: bool,
+    /// llama.cpp's top-1 minus top-2 logit: how close to a tie it was.
+    pub margin: f32,
+}
+
+/// Compares our logits `ours` (every logit of one position) with the
+/// capture's row for that position.
+pub fn position(reference: TopKRow<'_>, ours: &[f32]) -> PositionStat {
+    let top = TopK {
+        ids: reference.ids,
+        logits: reference.values,
+        lse: reference.lse,
+    };
+    PositionStat {
+        kld: metrics::kld_top_k(top, ours),
+        top1: metrics::top1_agrees(reference.ids[0], ours),
+        margin: match reference.values {
+            [a, b, ..] => a - b,
+            _ => f32::INFINITY,
+        },
+    }
+}
+
+/// The logits of one prompt: its last position and all its positions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogitsResult {
+    /// Last prompt position, whole vocabulary.
+    pub nmse: f64,
+    pub max_abs: f64,
+    pub cosine: f64,
+    /// Most likely token at the last position: ours and llama.cpp's.
+    pub argmax_ours: Option<usize>,
+    pub argmax_reference: Option<usize>,
+    /// KLD over every prompt position.
+    pub kld: Summary,
+    /// Positions whose most likely token is llama.cpp's, and how many.
+    pub top1_agree: usize,
+    pub positions: usize,
+    /// Of the positions that disagree, those where llama.cpp's own top-2
+    /// margin is under the near-tie epsilon.
+    pub top1_near_ties: usize,
+    /// Per position, in order.
+    pub per_position: Vec<PositionStat>,
+}
+
+impl LogitsResult {
+    /// Fraction of positions whose most likely token agrees.
+    pub fn top1_rate(&self) -> f64 {
+        if self.positions == 0 {
+            1.0
+        } else {
+            self.top1_agree as f64 / self.positions as f64
+        }
+    }
+}
+
+/// Summarises a prompt: `last_reference` / `last_ours` are the last
+/// position's whole logits vectors, `per_position` every position's stats.
+pub fn summarize(
+    last_reference: &[f32],
+    last_ours: &[f32],
+    per_position: Vec<PositionStat>,
+    near_tie: f64,
+) -> LogitsResult {
+    let klds: Vec<f64> = per_position.iter().map(|p| p.kld).collect();
+    LogitsResult {
+        nmse: metrics::nmse(last_reference, last_ours),
+        max_abs: metrics::max_abs_diff(last_reference, last_ours),
+        cosine: metrics::cosine(last_reference, last_ours),
+        argmax_ours: metrics::argmax(last_ours),
+        argmax_reference: metrics::argmax(last_reference),
+        kld: metrics::summarize(&klds),
+        top1_agree: per_position.iter().filter(|p| p.top1).count(),
+        positions: per_position.len(),
+        top1_near_ties: per_position
+            .iter()
+            .filter(|p| !p.top1 && (p.margin as f64) < near_tie)
+            .count(),
+        per_position,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_position_against_its_top_k() {
+        let reference = [2.0f32, 1.0, 0.0, -1.0];
+        let (ids, values, lse) = crate::reference::arrays::top_k_lse(&reference, 2);
+        let row = TopKRow {
+            ids: &ids,
+            values: &values,
+            lse,
+        };
+        let same = position(row, &reference);
+        assert!(same.top1 && same.kld.abs() < 1e-7 && same.margin == 1.0);
+        let other = position(row, &[1.0, 2.0, 0.0, -1.0]);
+        assert!(!other.top1 && other.kld > 0.1);
+        let r = summarize(&reference, &reference, vec![same, other], 1.5);
+        assert_eq!((r.top1_agree, r.positions, r.top1_near_ties), (1, 2, 1));
+        assert_eq!((r.nmse, r.argmax_ours, r.top1_rate()), (0.0, Some(0), 0.5));
+        assert_eq!(
+            summarize(&reference, &reference, vec![other], 0.5).top1_near_ties,
+            0
+        );
+    }
+}

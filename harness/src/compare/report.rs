@@ -1,0 +1,373 @@
+//! What a comparison found: the [`Report`] (also written as JSON), its
+//! terminal table and the list of failing checks.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::greedy::{GreedyResult, Outcome};
+use super::logits::LogitsResult;
+use super::taps::TapsResult;
+use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
+use super::{Failure, Path};
+use crate::metrics::{self, Summary};
+use crate::reference::format::ManifestModel;
+
+/// Everything one `compare` run found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub reference_dir: String,
+    /// The thresholds file.
+    pub thresholds: String,
+    pub paths: Vec<Path>,
+    pub models: Vec<ModelReport>,
+    /// Wall time of the whole run.
+    pub seconds: f64,
+}
+
+/// One model: its model-level checks and one [`PromptReport`] per prompt
+/// and path.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelReport {
+    pub id: String,
+    pub architecture: String,
+    pub file: String,
+    /// Why it was not run (not a failure), e.g. an architecture the engine
+    /// does not implement.
+    pub skipped: Option<String>,
+    /// Model-level failures: the file, the tokenizer corpus, the chat
+    /// renders, a skip of a model asked for by name.
+    pub failures: Vec<Failure>,
+    pub tokenizer: Option<CorpusCheck>,
+    pub chat: Option<ChatCheck>,
+    pub prompts: Vec<PromptReport>,
+    pub seconds: f64,
+}
+
+impl ModelReport {
+    pub fn new(entry: &ManifestModel) -> ModelReport {
+        ModelReport {
+            id: entry.id.clone(),
+            architecture: entry.architecture.clone(),
+            file: entry.file.clone(),
+            skipped: None,
+            failures: Vec::new(),
+            tokenizer: None,
+            chat: None,
+            prompts: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && self.prompts.iter().all(PromptReport::passed)
+    }
+}
+
+/// One prompt of one model on one path.
+#[derive(Clone, Debug, Serialize)]
+pub struct PromptReport {
+    pub model: String,
+    pub prompt: String,
+    pub path: Path,
+    pub n_tokens: usize,
+    /// Our tokenization of the prompt against the captured ids (the engine
+    /// runs on the captured ids either way).
+    pub tokens: Option<PromptTokens>,
+    /// None when the capture has no taps for this prompt.
+    pub taps: Option<TapsResult>,
+    pub logits: Option<LogitsResult>,
+    pub greedy: Option<GreedyResult>,
+    pub failures: Vec<Failure>,
+    pub seconds: f64,
+}
+
+impl PromptReport {
+    pub fn new(model: &str, prompt: &str, path: Path, n_tokens: usize) -> PromptReport {
+        PromptReport {
+            model: model.to_string(),
+            prompt: prompt.to_string(),
+            path,
+            n_tokens,
+            tokens: None,
+            taps: None,
+            logits: None,
+            greedy: None,
+            failures: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.models.iter().all(ModelReport::passed)
+    }
+
+    /// Every failure with where it happened ("model", "model/prompt/path").
+    pub fn failures(&self) -> Vec<(String, &Failure)> {
+        let mut out = Vec::new();
+        for m in &self.models {
+            out.extend(m.failures.iter().map(|f| (m.id.clone(), f)));
+            for p in &m.prompts {
+                let at = format!("{}/{}/{}", m.id, p.prompt, p.path);
+                out.extend(p.failures.iter().map(|f| (at.clone(), f)));
+            }
+        }
+        out
+    }
+
+    /// The report as pretty JSON (non-finite numbers become null).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serializes")
+    }
+
+    /// The terminal table: one row per model × prompt × path, model-level
+    /// rows, per-model totals, then the failing checks.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<Vec<String>> = vec![[
+            "model",
+            "prompt",
+            "path",
+            "tokens",
+            "taps",
+            "logits NMSE",
+            "KLD mean",
+            "KLD max",
+            "top-1",
+            "greedy",
+            "result",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for m in &self.models {
+            for p in &m.prompts {
+                rows.push(prompt_row(p));
+            }
+            if let Some(t) = &m.tokenizer {
+                let ok = t.compared - t.mismatches.len();
+                rows.push(model_row(
+                    &m.id,
+                    "(tokenizer corpus)",
+                    format!("{ok}/{} exact", t.compared),
+                    t.mismatches.is_empty(),
+                ));
+            }
+            if let Some(c) = &m.chat {
+                let ok = c.compared - c.mismatches.len();
+                rows.push(model_row(
+                    &m.id,
+                    "(chat renders)",
+                    format!("{ok}/{} exact", c.compared),
+                    c.mismatches.is_empty(),
+                ));
+            }
+            if let Some(why) = &m.skipped {
+                rows.push(model_row(&m.id, "-", format!("skipped: {why}"), true));
+            } else if m.prompts.is_empty() && !m.failures.is_empty() {
+                rows.push(model_row(&m.id, "-", "not run".into(), false));
+            }
+        }
+        let mut out = String::new();
+        write_table(&mut out, &rows);
+
+        let totals: Vec<String> = self.models.iter().flat_map(model_totals).collect();
+        if !totals.is_empty() {
+            out.push_str("\nPer model and path, over every prompt position (KLD: top-64 + tail bucket, nats):\n");
+            for t in totals {
+                let _ = writeln!(out, "  {t}");
+            }
+        }
+        let failures = self.failures();
+        if failures.is_empty() {
+            let _ = writeln!(out, "\nall checks passed ({:.1} s)", self.seconds);
+        } else {
+            let _ = writeln!(
+                out,
+                "\n{} failing checks ({:.1} s):",
+                failures.len(),
+                self.seconds
+            );
+            for (at, f) in failures {
+                let _ = writeln!(out, "  {at}: {}: {}", f.check, f.detail);
+            }
+        }
+        out
+    }
+}
+
+fn sci(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{x:.1e}")
+    }
+}
+
+fn model_row(model: &str, what: &str, tokens: String, pass: bool) -> Vec<String> {
+    let mut r = vec![model.to_string(), what.to_string(), "-".into(), tokens];
+    r.extend(std::iter::repeat_n(String::new(), 6));
+    r.push(if pass { "PASS" } else { "FAIL" }.into());
+    r
+}
+
+fn prompt_row(p: &PromptReport) -> Vec<String> {
+    let tokens = match &p.tokens {
+        None => "?".into(),
+        Some(t) if t.exact() => "exact".into(),
+        Some(t) => match t.first_difference {
+            Some(i) => format!("differ@{i}"),
+            None => "text differs".into(),
+        },
+    };
+    let taps = match &p.taps {
+        None => "-".into(),
+        Some(t) => match &t.first_divergence {
+            None => format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse())),
+            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+        },
+    };
+    let (nmse, kmean, kmax, top1) = match &p.logits {
+        None => Default::default(),
+        Some(l) => (
+            sci(l.nmse),
+            sci(l.kld.mean),
+            sci(l.kld.max),
+            format!("{}/{}", l.top1_agree, l.positions),
+        ),
+    };
+    let greedy = match &p.greedy {
+        None => String::new(),
+        Some(g) => {
+            let tag = match g.outcome {
+                Outcome::Agree => "",
+                Outcome::NearTie => " near-tie",
+                Outcome::Diverged => " DIVERGED",
+            };
+            format!("{}/{}{tag}", g.agree, g.compared)
+        }
+    };
+    vec![
+        p.model.clone(),
+        p.prompt.clone(),
+        p.path.to_string(),
+        tokens,
+        taps,
+        nmse,
+        kmean,
+        kmax,
+        top1,
+        greedy,
+        if p.passed() { "PASS" } else { "FAIL" }.into(),
+    ]
+}
+
+fn write_table(out: &mut String, rows: &[Vec<String>]) {
+    let cols = rows[0].len();
+    let width: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == cols {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = width[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+/// Totals of one model, per path: all prompt positions' KLD and top-1, the
+/// ranges of tap and logits NMSE, greedy agreement.
+pub fn model_totals(m: &ModelReport) -> Vec<String> {
+    let mut paths: Vec<Path> = m.prompts.iter().map(|p| p.path).collect();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let ps: Vec<&PromptReport> = m.prompts.iter().filter(|p| p.path == path).collect();
+            let t = totals(&ps)?;
+            Some(format!(
+                "{} {path}: {} positions, KLD mean {} ± {}, max {}, p99 {}, median {}; top-1 {}/{} ({:.2}%); \
+                 tap NMSE {}..{}; logits NMSE {}..{}; greedy {} of {} prompts in full, {} near-ties, {} diverged",
+                m.id,
+                t.kld.count,
+                sci(t.kld.mean),
+                sci(t.kld.stderr),
+                sci(t.kld.max),
+                sci(t.kld.p99),
+                sci(t.kld.median),
+                t.top1,
+                t.kld.count,
+                100.0 * t.top1 as f64 / t.kld.count.max(1) as f64,
+                sci(t.tap_nmse.0),
+                sci(t.tap_nmse.1),
+                sci(t.logits_nmse.0),
+                sci(t.logits_nmse.1),
+                t.greedy[0],
+                ps.len(),
+                t.greedy[1],
+                t.greedy[2],
+            ))
+        })
+        .collect()
+}
+
+struct Totals {
+    kld: Summary,
+    top1: usize,
+    tap_nmse: (f64, f64),
+    logits_nmse: (f64, f64),
+    /// agree, near-tie, diverged
+    greedy: [usize; 3],
+}
+
+fn range(v: impl Iterator<Item = f64>) -> (f64, f64) {
+    v.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        if x.is_nan() {
+            (f64::NAN, f64::NAN)
+        } else {
+            (lo.min(x), hi.max(x))
+        }
+    })
+}
+
+fn totals(ps: &[&PromptReport]) -> Option<Totals> {
+    let logits: Vec<&LogitsResult> = ps.iter().filter_map(|p| p.logits.as_ref()).collect();
+    if logits.is_empty() {
+        return None;
+    }
+    let klds: Vec<f64> = logits
+        .iter()
+        .flat_map(|l| l.per_position.iter().map(|p| p.kld))
+        .collect();
+    let mut greedy = [0; 3];
+    for g in ps.iter().filter_map(|p| p.greedy.as_ref()) {
+        greedy[match g.outcome {
+            Outcome::Agree => 0,
+            Outcome::NearTie => 1,
+            Outcome::Diverged => 2,
+        }] += 1;
+    }
+    Some(Totals {
+        kld: metrics::summarize(&klds),
+        top1: logits.iter().map(|l| l.top1_agree).sum(),
+        tap_nmse: range(
+            ps.iter()
+                .filter_map(|p| p.taps.as_ref())
+                .flat_map(|t| t.rows.iter().map(|r| r.nmse)),
+        ),
+        logits_nmse: range(logits.iter().map(|l| l.nmse)),
+        greedy,
+    })
+}

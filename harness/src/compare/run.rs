@@ -1,0 +1,574 @@
+//! Running the comparison: every selected model, prompt and path.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use engine::chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
+use engine::gguf::GgufFile;
+use engine::model::{spec, Model, ModelOptions};
+use engine::ops::KvType;
+use engine::session::{Outputs, SessionConfig};
+use engine::tokenizer::Tokenizer;
+
+use super::report::{ModelReport, PromptReport, Report};
+use super::taps::TapSink;
+use super::thresholds::{Limits, Thresholds};
+use super::tokens::{self, PromptTokens};
+use super::{greedy, logits, taps, within, Failure, Path};
+use crate::reference::format::{ManifestModel, Positions, PromptCapture};
+use crate::reference::writer::sha256_file;
+use crate::reference::{ModelRef, ReferenceData};
+
+/// Rows per forward pass. Each pass returns the logits of all its rows
+/// (every position's next-token distribution is compared), so this bounds
+/// the logits buffer: 128 × 262,144 × 4 bytes = 128 MiB for Gemma. The
+/// CPU backend's results do not depend on how a prompt is cut into passes
+/// (each row's products and attention are computed alone).
+pub const CHUNK: usize = 128;
+
+/// What to compare.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The reference data (reference-data/).
+    pub reference_dir: PathBuf,
+    /// Model files are relative to it.
+    pub repo: PathBuf,
+    /// Model ids; empty: every captured model (unsupported architectures
+    /// skipped). A model named here fails when it cannot be compared.
+    pub models: Vec<String>,
+    /// Prompt ids; empty: every captured prompt.
+    pub prompts: Vec<String>,
+    pub paths: Vec<Path>,
+    pub thresholds: Thresholds,
+    /// Passed to the engine's model loader (tests edit the architecture
+    /// table through it).
+    pub model_options: ModelOptions,
+    /// Greedy tokens compared at most (the capture has up to 32).
+    pub greedy_steps: usize,
+    /// Compare the tokenizer corpus and the chat-template renders.
+    pub corpus: bool,
+    /// CPU threads (0: one per core).
+    pub threads: usize,
+    /// Check every reference file's size and SHA-256 first.
+    pub verify_files: bool,
+    /// A line on stderr per prompt.
+    pub progress: bool,
+}
+
+impl Options {
+    /// Everything, on the CPU, for the repository at `repo`.
+    pub fn new(repo: &FsPath, thresholds: Thresholds) -> Options {
+        Options {
+            reference_dir: repo.join("reference-data"),
+            repo: repo.to_path_buf(),
+            models: Vec::new(),
+            prompts: Vec::new(),
+            paths: vec![Path::Cpu],
+            thresholds,
+            model_options: ModelOptions::default(),
+            greedy_steps: usize::MAX,
+            corpus: true,
+            threads: 0,
+            verify_files: true,
+            progress: false,
+        }
+    }
+}
+
+/// Runs the comparison. Errors are about the setup (unreadable reference
+/// data, an unknown model id); everything about a model is in the report.
+pub fn run(opts: &Options) -> Result<Report, String> {
+    let start = Instant::now();
+    let data = ReferenceData::open(&opts.reference_dir).map_err(|e| e.to_string())?;
+    if opts.verify_files {
+        data.verify_files()
+            .map_err(|e| format!("reference data: {e}"))?;
+    }
+    let manifest = data.manifest();
+    if let Some(unknown) = opts
+        .models
+        .iter()
+        .find(|id| !manifest.models.iter().any(|m| &m.id == *id))
+    {
+        let known: Vec<&str> = manifest.models.iter().map(|m| m.id.as_str()).collect();
+        return Err(format!(
+            "no model {unknown:?} in {}; known: {}",
+            opts.reference_dir.join("manifest.json").display(),
+            known.join(", ")
+        ));
+    }
+    let mut report = Report {
+        reference_dir: opts.reference_dir.display().to_string(),
+        thresholds: opts.thresholds.source.clone(),
+        paths: opts.paths.clone(),
+        models: Vec::new(),
+        seconds: 0.0,
+    };
+    for entry in &manifest.models {
+        if !opts.models.is_empty() && !opts.models.contains(&entry.id) {
+            continue;
+        }
+        report.models.push(run_model(opts, &data, entry));
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> ModelReport {
+    let start = Instant::now();
+    let explicit = opts.models.contains(&entry.id);
+    let mut r = ModelReport::new(entry);
+    let skip = |r: &mut ModelReport, why: String| {
+        if explicit {
+            r.failures.push(Failure::new("model", why));
+        } else {
+            r.skipped = Some(why);
+        }
+    };
+    let Some(model_ref) = data.model(&entry.id) else {
+        skip(&mut r, "not captured".into());
+        return r;
+    };
+
+    // The file, as captured.
+    let file = opts.repo.join(&entry.file);
+    if !file.is_file() {
+        r.failures.push(Failure::new(
+            "model",
+            format!(
+                "{} is missing: run scripts/fetch-models and scripts/make-models",
+                file.display()
+            ),
+        ));
+        return r;
+    }
+    match sha256_file(&file) {
+        Ok(sha) if sha == entry.sha256 => {}
+        Ok(sha) => {
+            r.failures.push(Failure::new(
+                "model",
+                format!(
+                    "{}: SHA-256 {sha}, captured from {}",
+                    file.display(),
+                    entry.sha256
+                ),
+            ));
+            return r;
+        }
+        Err(e) => {
+            r.failures.push(Failure::new("model", e.to_string()));
+            return r;
+        }
+    }
+    let gguf = match GgufFile::open(&file) {
+        Ok(g) => Arc::new(g),
+        Err(e) => {
+            r.failures
+                .push(Failure::new("model", format!("{}: {e}", file.display())));
+            return r;
+        }
+    };
+
+    // Tokenizer and chat template: they need no forward pass, so they are
+    // compared for every model, whatever its architecture.
+    let tok = match Tokenizer::from_gguf(&gguf) {
+        Ok(t) => t,
+        Err(e) => {
+            r.failures
+                .push(Failure::new("tokenizer", format!("cannot build it: {e}")));
+            return r;
+        }
+    };
+    let template = chat_template(opts, model_ref, &gguf, &tok, &mut r);
+    if opts.corpus {
+        corpus_check(opts, model_ref, &tok, &mut r);
+    }
+
+    if spec::lookup(&entry.architecture).is_none() {
+        skip(
+            &mut r,
+            format!("architecture {} not implemented", entry.architecture),
+        );
+        r.seconds = start.elapsed().as_secs_f64();
+        return r;
+    }
+    let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            r.failures
+                .push(Failure::new("model", format!("{}: {e}", file.display())));
+            return r;
+        }
+    };
+
+    let manifest = data.manifest();
+    for prompt in model_ref.prompts() {
+        if !opts.prompts.is_empty() && !opts.prompts.contains(&prompt.id) {
+            continue;
+        }
+        let tokens = prompt_tokens(opts, manifest, prompt, model_ref, &tok, template.as_ref());
+        for &path in &opts.paths {
+            let t0 = Instant::now();
+            let p = run_prompt(opts, model_ref, &model, prompt, path, &tokens);
+            if opts.progress {
+                eprintln!(
+                    "[compare] {} {} {}: {} in {:.1} s",
+                    entry.id,
+                    prompt.id,
+                    path,
+                    if p.failures.is_empty() {
+                        "pass"
+                    } else {
+                        "FAIL"
+                    },
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            r.prompts.push(p);
+        }
+    }
+    r.seconds = start.elapsed().as_secs_f64();
+    r
+}
+
+/// The model's chat template set up as the renders were made (None for a
+/// model without one; a failure when it has one we cannot load).
+fn chat_template(
+    opts: &Options,
+    model_ref: ModelRef<'_>,
+    gguf: &GgufFile,
+    tok: &Tokenizer,
+    r: &mut ModelReport,
+) -> Option<ChatTemplate> {
+    if !model_ref.capture().model.has_chat_template {
+        return None;
+    }
+    let template = match ChatTemplate::from_gguf(gguf, tok) {
+        Ok(t) => t,
+        Err(e) => {
+            r.failures.push(Failure::new("chat", e.to_string()));
+            return None;
+        }
+    };
+    let renders = match model_ref.chat_renders() {
+        Ok(Some(renders)) => renders,
+        Ok(None) => return Some(template),
+        Err(e) => {
+            r.failures.push(Failure::new("chat", e.to_string()));
+            return Some(template);
+        }
+    };
+    let template = match tokens::template_for_renders(template, &renders) {
+        Ok(t) => t,
+        Err(e) => {
+            r.failures.push(Failure::new("chat", e));
+            return None;
+        }
+    };
+    if opts.corpus {
+        let source = gguf
+            .get_str_opt(CHAT_TEMPLATE_KEY)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        match tokens::compare_renders(&opts.reference_dir, &renders, source, &template) {
+            Ok(c) => {
+                if let Some(m) = c.mismatches.first() {
+                    r.failures.push(Failure::new(
+                        "chat",
+                        format!(
+                            "{} of {} renders differ; first: {} (add_generation_prompt {}): {}",
+                            c.mismatches.len(),
+                            c.compared,
+                            m.id,
+                            m.add_generation_prompt,
+                            m.detail
+                        ),
+                    ));
+                }
+                r.chat = Some(c);
+            }
+            Err(e) => r.failures.push(Failure::new("chat", e)),
+        }
+    }
+    Some(template)
+}
+
+/// The tokenizer corpus, line by line.
+fn corpus_check(opts: &Options, model_ref: ModelRef<'_>, tok: &Tokenizer, r: &mut ModelReport) {
+    let cap = match model_ref.tokenizer() {
+        Ok(c) => c,
+        Err(e) => {
+            r.failures.push(Failure::new("tokenizer", e.to_string()));
+            return;
+        }
+    };
+    match tokens::compare_corpus(&opts.reference_dir, &cap, tok) {
+        Ok(c) => {
+            if let Some(m) = c.mismatches.first() {
+                let line = m
+                    .line
+                    .map_or("the whole corpus".to_string(), |l| format!("line {l}"));
+                r.failures.push(Failure::new(
+                    "tokenizer",
+                    format!(
+                        "{} of {} tokenizations differ; first: {line} (parse_special {}): {}",
+                        c.mismatches.len(),
+                        c.compared,
+                        m.parse_special,
+                        m.detail
+                    ),
+                ));
+            }
+            r.tokenizer = Some(c);
+        }
+        Err(e) => r.failures.push(Failure::new("tokenizer", e)),
+    }
+}
+
+fn prompt_tokens(
+    opts: &Options,
+    manifest: &crate::reference::format::Manifest,
+    prompt: &PromptCapture,
+    model_ref: ModelRef<'_>,
+    tok: &Tokenizer,
+    template: Option<&ChatTemplate>,
+) -> Result<PromptTokens, String> {
+    let entry = manifest
+        .prompts
+        .iter()
+        .find(|p| p.id == prompt.id)
+        .ok_or_else(|| format!("prompt {} is not in the manifest", prompt.id))?;
+    let text = tokens::prompt_text(&opts.reference_dir, &entry.file, prompt.kind, template)?;
+    let data = model_ref
+        .load_prompt(&prompt.id)
+        .map_err(|e| e.to_string())?;
+    Ok(tokens::compare_prompt(&text, prompt, data.tokens(), tok))
+}
+
+/// Limits that pass everything: the measurements of a model without
+/// thresholds are still reported (that is how a new model is calibrated).
+fn unlimited() -> Limits {
+    Limits {
+        logits_nmse: f64::INFINITY,
+        kld_mean: f64::INFINITY,
+        kld_max: f64::INFINITY,
+        top1_min: 0.0,
+        near_tie: f64::INFINITY,
+        taps: [("default".to_string(), f64::INFINITY)].into(),
+        taps_layer0: Default::default(),
+    }
+}
+
+fn run_prompt(
+    opts: &Options,
+    model_ref: ModelRef<'_>,
+    model: &Arc<Model>,
+    prompt: &PromptCapture,
+    path: Path,
+    tokens: &Result<PromptTokens, String>,
+) -> PromptReport {
+    let start = Instant::now();
+    let mut r = PromptReport::new(model_ref.id(), &prompt.id, path, prompt.n_tokens);
+    match tokens {
+        Ok(t) => {
+            if let Some(d) = &t.detail {
+                r.failures.push(Failure::new("tokens", d.clone()));
+            }
+            r.tokens = Some(t.clone());
+        }
+        Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
+    }
+    let limits = match opts.thresholds.limits(model_ref.id(), path) {
+        Some(l) => l.clone(),
+        None => {
+            r.failures.push(Failure::new(
+                "thresholds",
+                format!(
+                    "no limits for [{}.{path}] in {}: measured, not judged",
+                    model_ref.id(),
+                    opts.thresholds.source
+                ),
+            ));
+            unlimited()
+        }
+    };
+    if let Err(e) = engine_checks(opts, model_ref, model, prompt, path, &limits, &mut r) {
+        r.failures.push(Failure::new("engine", e));
+    }
+    r.seconds = start.elapsed().as_secs_f64();
+    r
+}
+
+/// Runs the engine on the captured ids and fills taps, logits and greedy.
+fn engine_checks(
+    opts: &Options,
+    model_ref: ModelRef<'_>,
+    model: &Arc<Model>,
+    prompt: &PromptCapture,
+    path: Path,
+    limits: &Limits,
+    r: &mut PromptReport,
+) -> Result<(), String> {
+    let data = model_ref
+        .load_prompt(&prompt.id)
+        .map_err(|e| e.to_string())?;
+    let ids: Vec<u32> = data
+        .tokens()
+        .iter()
+        .map(|&t| u32::try_from(t).map_err(|_| format!("captured token id {t}")))
+        .collect::<Result<_, _>>()?;
+    let n = ids.len();
+    if n == 0 {
+        return Err("the capture has no prompt tokens".into());
+    }
+    let steps = data.greedy_tokens().len().min(opts.greedy_steps);
+    let cfg = SessionConfig {
+        n_ctx: n + steps + 1,
+        n_batch: CHUNK.min(n),
+        kv_type: KvType::F32,
+        threads: opts.threads,
+    };
+    let mut session = path.session(Arc::clone(model), &cfg)?;
+    let n_vocab = model.hparams().n_vocab;
+    if n_vocab != data.last_logits().len() {
+        return Err(format!(
+            "{} logits per position, llama.cpp has {}",
+            n_vocab,
+            data.last_logits().len()
+        ));
+    }
+
+    // Prompt: every position's distribution, the last one's logits, taps.
+    let keep = match prompt.tap_positions {
+        Positions::All => 0..n,
+        Positions::Last => n - 1..n,
+    };
+    let mut sink = prompt.taps_recorded.then(|| TapSink::new(keep));
+    let mut per_position = Vec::with_capacity(n);
+    let mut last = Vec::new();
+    for (c, chunk) in ids.chunks(CHUNK).enumerate() {
+        let pos0 = c * CHUNK;
+        if let Some(s) = sink.as_mut() {
+            s.begin_chunk(pos0, chunk.len());
+        }
+        let tap = sink
+            .as_mut()
+            .map(|s| s as &mut dyn engine::trace::TraceSink);
+        let all = session
+            .forward(chunk, Outputs::All, tap)
+            .map_err(|e| e.to_string())?;
+        for (i, row) in all.chunks_exact(n_vocab).enumerate() {
+            let p = pos0 + i;
+            per_position.push(logits::position(data.position(p), row));
+            if p == n - 1 {
+                last = row.to_vec();
+            }
+        }
+    }
+
+    // Taps.
+    if let Some(sink) = &sink {
+        let t = taps::compare(&data, &sink.taps, limits);
+        if let Some(d) = &t.first_divergence {
+            r.failures.push(Failure::new(
+                "taps",
+                format!(
+                    "first divergence: layer {} {} (llama.cpp {} {}): NMSE {:.3e} > {:.1e}; {} of {} taps over their limits",
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.reference,
+                    d.op,
+                    d.nmse,
+                    d.limit,
+                    t.failed(),
+                    t.rows.len()
+                ),
+            ));
+        }
+        if !t.unmatched.is_empty() {
+            r.failures.push(Failure::new(
+                "taps",
+                format!("not comparable: {}", t.unmatched.join("; ")),
+            ));
+        }
+        r.taps = Some(t);
+    }
+
+    // Logits.
+    let l = logits::summarize(data.last_logits(), &last, per_position, limits.near_tie);
+    if !within(l.nmse, limits.logits_nmse) {
+        r.failures.push(Failure::new(
+            "logits_nmse",
+            format!(
+                "last-position logits NMSE {:.3e} > {:.1e}",
+                l.nmse, limits.logits_nmse
+            ),
+        ));
+    }
+    if !within(l.kld.mean, limits.kld_mean) {
+        r.failures.push(Failure::new(
+            "kld_mean",
+            format!("mean KLD {:.3e} > {:.1e}", l.kld.mean, limits.kld_mean),
+        ));
+    }
+    if !within(l.kld.max, limits.kld_max) {
+        let worst = l.per_position.iter().position(|p| p.kld == l.kld.max);
+        r.failures.push(Failure::new(
+            "kld_max",
+            format!(
+                "max KLD {:.3e} > {:.1e} (position {})",
+                l.kld.max,
+                limits.kld_max,
+                worst.map_or("?".into(), |p| p.to_string())
+            ),
+        ));
+    }
+    if l.top1_rate() < limits.top1_min {
+        r.failures.push(Failure::new(
+            "top1",
+            format!(
+                "top-1 agreement {}/{} ({:.1}%) < {:.1}%",
+                l.top1_agree,
+                l.positions,
+                100.0 * l.top1_rate(),
+                100.0 * limits.top1_min
+            ),
+        ));
+    }
+    r.logits = Some(l);
+
+    // Greedy continuation, from the prompt's last logits.
+    let g = greedy::run(
+        data.greedy_tokens(),
+        |i| data.greedy_step(i),
+        &last,
+        steps,
+        limits.near_tie,
+        |t| {
+            session
+                .decode(t)
+                .map(|l| l.to_vec())
+                .map_err(|e| e.to_string())
+        },
+    )?;
+    if g.outcome == greedy::Outcome::Diverged {
+        let m = g.mismatch.as_ref().expect("a divergence has a mismatch");
+        r.failures.push(Failure::new(
+            "greedy",
+            format!(
+                "step {}: ours {} llama.cpp {}, llama.cpp's margin to ours {} (top-2 {:.3}) >= near-tie {}",
+                m.step,
+                m.ours,
+                m.reference,
+                m.reference_margin_to_ours
+                    .map_or("(not in its top-64)".to_string(), |x| format!("{x:.3}")),
+                m.reference_top2_margin,
+                limits.near_tie
+            ),
+        ));
+    }
+    r.greedy = Some(g);
+    Ok(())
+}

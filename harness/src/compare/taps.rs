@@ -1,0 +1,271 @@
+//! Our intermediate tensors against llama.cpp's graph tensors.
+//!
+//! The engine emits each tensor once, under the name llama.cpp's graph
+//! gives the same value (see `engine::trace`). llama.cpp reuses a name for
+//! several nodes (`Qcur-3` names the Q projection, its reshape to heads and
+//! the RoPE output, keys `Qcur-3#0`, `#1`, `#2`), so [`reference_sel`]
+//! says which node holds our value. Measured on both captured models
+//! (llama.cpp at llama-cpp-sys-2 0.1.161): with these selectors every
+//! tensor we emit has a counterpart of the same size.
+//!
+//! llama.cpp tensors we do not emit, so do not compare: `norm` (the RMS
+//! norm before its weight), `kq`, `kq_soft_max`, `kqv` (inside our fused
+//! attention), `embd` (llama's raw embedding row).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::thresholds::Limits;
+use super::within;
+use crate::metrics;
+use crate::reference::{PromptData, TapSel};
+use engine::trace::TraceSink;
+
+/// The llama.cpp node (among those named like our tap, in its layer) that
+/// holds the value of our tap `name`:
+/// - `Qcur`, `Kcur`: after RoPE (the `ROPE` node, `#2`), which is where
+///   we tap them; a RoPE fault shows there first.
+/// - `Vcur`, `ffn_out`: the projection (`MUL_MAT`); `Vcur`'s reshape holds
+///   the same values, and older llama.cpp graphs named llama's residual sum
+///   `ffn_out` too.
+/// - any other name: its last node (for every name we emit, the only one).
+pub fn reference_sel(name: &str) -> TapSel<'static> {
+    match name {
+        "Qcur" | "Kcur" => TapSel::Op("ROPE"),
+        "Vcur" | "ffn_out" => TapSel::Op("MUL_MAT"),
+        _ => TapSel::Last,
+    }
+}
+
+/// One tensor we emitted, at the positions the capture keeps.
+#[derive(Clone, Debug, Default)]
+pub struct OurTap {
+    pub name: String,
+    pub layer: Option<usize>,
+    /// Values per position.
+    pub width: usize,
+    /// Position -> row; rows at the positions asked for only.
+    pub rows: HashMap<usize, Vec<f32>>,
+}
+
+/// A [`TraceSink`] that keeps, of every tensor, the rows of the positions
+/// `keep` says, across the chunks a prompt is processed in.
+pub struct TapSink {
+    keep: std::ops::Range<usize>,
+    /// Position of the first row of the chunk being processed.
+    chunk_start: usize,
+    chunk_len: usize,
+    /// In the order the forward pass emits them (graph order).
+    pub taps: Vec<OurTap>,
+    index: HashMap<(String, Option<usize>), usize>,
+}
+
+impl TapSink {
+    /// A sink keeping positions `keep`.
+    pub fn new(keep: std::ops::Range<usize>) -> TapSink {
+        TapSink {
+            keep,
+            chunk_start: 0,
+            chunk_len: 0,
+            taps: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// The next forward pass processes positions `start..start + len`.
+    pub fn begin_chunk(&mut self, start: usize, len: usize) {
+        self.chunk_start = start;
+        self.chunk_len = len;
+    }
+}
+
+impl TraceSink for TapSink {
+    fn wants(&self, _name: &str, _layer: Option<usize>) -> bool {
+        let chunk = self.chunk_start..self.chunk_start + self.chunk_len;
+        chunk.start < self.keep.end && self.keep.start < chunk.end
+    }
+
+    fn record(&mut self, name: &str, layer: Option<usize>, shape: [usize; 2], data: &[f32]) {
+        let [rows, width] = shape;
+        let i = *self
+            .index
+            .entry((name.to_string(), layer))
+            .or_insert_with(|| {
+                self.taps.push(OurTap {
+                    name: name.to_string(),
+                    layer,
+                    width,
+                    rows: HashMap::new(),
+                });
+                self.taps.len() - 1
+            });
+        // A tensor of fewer rows than the chunk (the head's rows of a
+        // last-position-only pass) holds the chunk's last positions.
+        let first = self.chunk_start + self.chunk_len.saturating_sub(rows);
+        for r in 0..rows {
+            let pos = first + r;
+            if self.keep.contains(&pos) {
+                self.taps[i]
+                    .rows
+                    .insert(pos, data[r * width..(r + 1) * width].to_vec());
+            }
+        }
+    }
+}
+
+/// One tap compared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TapRow {
+    /// Our name and layer.
+    pub name: String,
+    pub layer: Option<usize>,
+    /// llama.cpp's key and op, e.g. "Qcur-0#2", "ROPE".
+    pub reference: String,
+    pub op: String,
+    /// Positions compared (1, or every prompt position).
+    pub positions: usize,
+    pub nmse: f64,
+    pub max_abs: f64,
+    pub cosine: f64,
+    pub limit: f64,
+    pub pass: bool,
+}
+
+/// Every tap of one prompt compared.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TapsResult {
+    /// In graph order (layer by layer, in the order each layer computes).
+    pub rows: Vec<TapRow>,
+    /// The first row over its limit.
+    pub first_divergence: Option<TapRow>,
+    /// Taps we emitted that could not be compared, and why.
+    pub unmatched: Vec<String>,
+}
+
+impl TapsResult {
+    pub fn failed(&self) -> usize {
+        self.rows.iter().filter(|r| !r.pass).count()
+    }
+
+    /// The largest NMSE (NaN if any is NaN).
+    pub fn max_nmse(&self) -> f64 {
+        self.rows.iter().map(|r| r.nmse).fold(0.0, |m, x| {
+            if m.is_nan() || x.is_nan() {
+                f64::NAN
+            } else {
+                m.max(x)
+            }
+        })
+    }
+}
+
+/// Compares every tap we emitted with llama.cpp's, at the positions the
+/// capture kept.
+pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResult {
+    let n_tokens = data.tokens().len();
+    let mut out = TapsResult::default();
+    let mut seen_layer = false;
+    for tap in ours {
+        seen_layer |= tap.layer.is_some();
+        let label = match tap.layer {
+            Some(l) => format!("{}-{l}", tap.name),
+            None => tap.name.clone(),
+        };
+        let layer = tap.layer.map(|l| l as u32);
+        let Some((info, reference)) = data.tap(&tap.name, layer, reference_sel(&tap.name)) else {
+            out.unmatched
+                .push(format!("{label}: llama.cpp has no such tensor"));
+            continue;
+        };
+        // Positions the capture kept: the last, or all of them.
+        let stored = info.token_dim.map_or(1, |d| reference.ne[d]);
+        let positions: Vec<usize> = if stored == n_tokens {
+            (0..n_tokens).collect()
+        } else if stored == 1 {
+            vec![n_tokens - 1]
+        } else {
+            out.unmatched.push(format!(
+                "{label}: {} holds {stored} positions of {n_tokens}",
+                info.key
+            ));
+            continue;
+        };
+        let mut want = Vec::new();
+        let mut got = Vec::new();
+        for (i, &p) in positions.iter().enumerate() {
+            let slice = match info.token_dim {
+                Some(d) => reference.slice(d, if stored == 1 { 0 } else { i }).data,
+                None => reference.data.clone(),
+            };
+            want.extend(slice);
+            match tap.rows.get(&p) {
+                Some(r) => got.extend_from_slice(r),
+                None => break,
+            }
+        }
+        if got.len() != want.len() {
+            out.unmatched.push(format!(
+                "{label}: {} values at {} position(s), llama.cpp's {} has {}",
+                got.len(),
+                positions.len(),
+                info.key,
+                want.len()
+            ));
+            continue;
+        }
+        let nmse = metrics::nmse(&want, &got);
+        let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
+        let row = TapRow {
+            name: tap.name.clone(),
+            layer: tap.layer,
+            reference: info.key.clone(),
+            op: info.op.clone(),
+            positions: positions.len(),
+            nmse,
+            max_abs: metrics::max_abs_diff(&want, &got),
+            cosine: metrics::cosine(&want, &got),
+            limit,
+            pass: within(nmse, limit),
+        };
+        if !row.pass && out.first_divergence.is_none() {
+            out.first_divergence = Some(row.clone());
+        }
+        out.rows.push(row);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_pick_the_node_holding_our_value() {
+        assert_eq!(reference_sel("Qcur"), TapSel::Op("ROPE"));
+        assert_eq!(reference_sel("Kcur"), TapSel::Op("ROPE"));
+        assert_eq!(reference_sel("Vcur"), TapSel::Op("MUL_MAT"));
+        assert_eq!(reference_sel("ffn_out"), TapSel::Op("MUL_MAT"));
+        assert_eq!(reference_sel("l_out"), TapSel::Last);
+    }
+
+    #[test]
+    fn the_sink_keeps_the_asked_positions_across_chunks() {
+        let mut s = TapSink::new(4..6);
+        s.begin_chunk(0, 3);
+        assert!(!s.wants("x", Some(0)));
+        s.begin_chunk(3, 3);
+        assert!(s.wants("x", Some(0)));
+        // rows = positions 3, 4, 5, width 2
+        s.record("x", Some(0), [3, 2], &[3.0, 3.0, 4.0, 4.0, 5.0, 5.0]);
+        // one row: the chunk's last position
+        s.record("h", None, [1, 1], &[9.0]);
+        assert_eq!(s.taps.len(), 2);
+        let x = &s.taps[0];
+        assert_eq!(
+            (x.rows.len(), &x.rows[&4], &x.rows[&5]),
+            (2, &vec![4.0, 4.0], &vec![5.0, 5.0])
+        );
+        assert_eq!(s.taps[1].rows[&5], vec![9.0]);
+    }
+}
