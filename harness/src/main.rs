@@ -66,6 +66,9 @@ struct CompareArgs {
     /// CPU threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Prompt tokens per forward pass (each pass's logits are held at once).
+    #[arg(long, default_value_t = harness::compare::run::CHUNK)]
+    chunk: usize,
 }
 
 #[derive(Args)]
@@ -114,6 +117,7 @@ fn compare(args: CompareArgs) -> ExitCode {
     opts.greedy_steps = args.greedy_steps;
     opts.corpus = !args.no_corpus;
     opts.threads = args.threads;
+    opts.chunk = args.chunk;
     opts.progress = true;
     let report = match compare::run(&opts) {
         Ok(r) => r,

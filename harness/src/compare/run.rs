@@ -20,11 +20,10 @@ use crate::reference::format::{ManifestModel, Positions, PromptCapture};
 use crate::reference::writer::sha256_file;
 use crate::reference::{ModelRef, ReferenceData};
 
-/// Rows per forward pass. Each pass returns the logits of all its rows
-/// (every position's next-token distribution is compared), so this bounds
-/// the logits buffer: 128 × 262,144 × 4 bytes = 128 MiB for Gemma. The
-/// CPU backend's results do not depend on how a prompt is cut into passes
-/// (each row's products and attention are computed alone).
+/// Rows per forward pass by default. Each pass returns the logits of all
+/// its rows (every position's next-token distribution is compared), so
+/// this bounds the logits buffer: 128 × 262,144 × 4 bytes = 128 MiB for
+/// Gemma.
 pub const CHUNK: usize = 128;
 
 /// What to compare.
@@ -50,6 +49,8 @@ pub struct Options {
     pub corpus: bool,
     /// CPU threads (0: one per core).
     pub threads: usize,
+    /// Prompt rows per forward pass ([`CHUNK`]).
+    pub chunk: usize,
     /// Check every reference file's size and SHA-256 first.
     pub verify_files: bool,
     /// A line on stderr per prompt.
@@ -70,6 +71,7 @@ impl Options {
             greedy_steps: usize::MAX,
             corpus: true,
             threads: 0,
+            chunk: CHUNK,
             verify_files: true,
             progress: false,
         }
@@ -426,7 +428,7 @@ fn engine_checks(
     let steps = data.greedy_tokens().len().min(opts.greedy_steps);
     let cfg = SessionConfig {
         n_ctx: n + steps + 1,
-        n_batch: CHUNK.min(n),
+        n_batch: opts.chunk.clamp(1, n),
         kv_type: KvType::F32,
         threads: opts.threads,
     };
@@ -448,8 +450,9 @@ fn engine_checks(
     let mut sink = prompt.taps_recorded.then(|| TapSink::new(keep));
     let mut per_position = Vec::with_capacity(n);
     let mut last = Vec::new();
-    for (c, chunk) in ids.chunks(CHUNK).enumerate() {
-        let pos0 = c * CHUNK;
+    let chunk_len = opts.chunk.max(1);
+    for (c, chunk) in ids.chunks(chunk_len).enumerate() {
+        let pos0 = c * chunk_len;
         if let Some(s) = sink.as_mut() {
             s.begin_chunk(pos0, chunk.len());
         }
