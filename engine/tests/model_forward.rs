@@ -269,3 +269,29 @@ fn recorder_filter_skips_unwanted_taps() {
     let keys: Vec<String> = rec.taps.iter().map(|r| r.key()).collect();
     assert_eq!(keys, ["l_out-1"]);
 }
+
+#[test]
+fn a_spec_edit_changes_that_model_and_nothing_else() {
+    use engine::gguf::GgufFile;
+    use engine::model::{spec, ModelOptions};
+    use engine::ops::RopeStyle;
+    let t = Tiny::llama();
+    let file = Arc::new(GgufFile::from_bytes(t.image().encode()).unwrap());
+    let opts = ModelOptions {
+        spec_edit: Some(|s| s.rope = RopeStyle::Neox),
+    };
+    let edited = Arc::new(Model::from_gguf_with(Arc::clone(&file), &opts).unwrap());
+    let plain = Arc::new(Model::from_gguf(file).unwrap());
+    assert_eq!(edited.spec().rope, RopeStyle::Neox);
+    assert_eq!(plain.spec().rope, RopeStyle::Norm);
+    assert_eq!(spec::LLAMA.rope, RopeStyle::Norm, "the static table");
+
+    let toks = tokens(6, t.n_vocab);
+    let a = prefill_all(&plain, &SessionConfig::default(), &toks);
+    let b = prefill_all(&edited, &SessionConfig::default(), &toks);
+    let v = t.n_vocab as usize;
+    // RoPE at position 0 is the identity: the first position agrees bit
+    // for bit; the pairing matters from position 1 on.
+    assert_eq!(a[..v], b[..v]);
+    assert!(max_rel_diff(&a[v..], &b[v..]) > 1e-3);
+}

@@ -11,7 +11,6 @@ use engine::GgmlType;
 
 #[path = "../gguf_support/mod.rs"]
 pub mod gguf_support;
-pub mod reference;
 
 pub use gguf_support::{Image, V};
 
