@@ -214,7 +214,7 @@ pub fn median(sorted: &[f64]) -> f64 {
     let n = sorted.len();
     match n {
         0 => f64::NAN,
-        _ if n % 2 == 0 => 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]),
+        _ if n.is_multiple_of(2) => 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]),
         _ => sorted[n / 2],
     }
 }

@@ -59,7 +59,11 @@ fn wrong_rope_pairing_diverges_first_at_layer_0_post_rope() {
     );
     assert_eq!(first.op, "ROPE");
     // What comes before it in layer 0 still agrees.
-    let attn_norm = taps.rows.iter().find(|r| r.reference == "attn_norm-0#0").unwrap();
+    let attn_norm = taps
+        .rows
+        .iter()
+        .find(|r| r.reference == "attn_norm-0#0")
+        .unwrap();
     assert!(attn_norm.pass);
     // The failure is reported as a taps failure naming the tensor.
     assert!(p

@@ -16,6 +16,17 @@ pub struct PositionStat {
     pub top1: bool,
     /// llama.cpp's top-1 minus top-2 logit: how close to a tie it was.
     pub margin: f32,
+    /// Where we disagree: llama.cpp's logit of its token minus its logit
+    /// of ours (None: we agree, or ours is not in its top-64).
+    pub margin_to_ours: Option<f32>,
+}
+
+impl PositionStat {
+    /// A disagreement that is not a near-tie: llama.cpp preferred its
+    /// token to ours by `near_tie` or more (or ours is not in its top-64).
+    pub fn hard_disagreement(&self, near_tie: f64) -> bool {
+        !self.top1 && !self.margin_to_ours.is_some_and(|m| (m as f64) < near_tie)
+    }
 }
 
 /// Compares our logits `ours` (every logit of one position) with the
@@ -26,13 +37,23 @@ pub fn position(reference: TopKRow<'_>, ours: &[f32]) -> PositionStat {
         logits: reference.values,
         lse: reference.lse,
     };
+    let top1 = metrics::top1_agrees(reference.ids[0], ours);
+    let margin_to_ours = match metrics::argmax(ours) {
+        Some(o) if !top1 => reference
+            .ids
+            .iter()
+            .position(|&id| id as i64 == o as i64)
+            .map(|i| reference.values[0] - reference.values[i]),
+        _ => None,
+    };
     PositionStat {
         kld: metrics::kld_top_k(top, ours),
-        top1: metrics::top1_agrees(reference.ids[0], ours),
+        top1,
         margin: match reference.values {
             [a, b, ..] => a - b,
             _ => f32::INFINITY,
         },
+        margin_to_ours,
     }
 }
 
@@ -51,9 +72,11 @@ pub struct LogitsResult {
     /// Positions whose most likely token is llama.cpp's, and how many.
     pub top1_agree: usize,
     pub positions: usize,
-    /// Of the positions that disagree, those where llama.cpp's own top-2
-    /// margin is under the near-tie epsilon.
+    /// Of the positions that disagree, those that are near-ties (llama.cpp
+    /// preferred its token to ours by less than the near-tie epsilon) and
+    /// those that are not (failures).
     pub top1_near_ties: usize,
+    pub top1_hard: usize,
     /// Per position, in order.
     pub per_position: Vec<PositionStat>,
 }
@@ -89,7 +112,11 @@ pub fn summarize(
         positions: per_position.len(),
         top1_near_ties: per_position
             .iter()
-            .filter(|p| !p.top1 && (p.margin as f64) < near_tie)
+            .filter(|p| !p.top1 && !p.hard_disagreement(near_tie))
+            .count(),
+        top1_hard: per_position
+            .iter()
+            .filter(|p| p.hard_disagreement(near_tie))
             .count(),
         per_position,
     }

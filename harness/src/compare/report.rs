@@ -298,7 +298,7 @@ pub fn model_totals(m: &ModelReport) -> Vec<String> {
             let ps: Vec<&PromptReport> = m.prompts.iter().filter(|p| p.path == path).collect();
             let t = totals(&ps)?;
             Some(format!(
-                "{} {path}: {} positions, KLD mean {} ± {}, max {}, p99 {}, median {}; top-1 {}/{} ({:.2}%); \
+                "{} {path}: {} positions, KLD mean {} ± {}, max {}, p99 {}, median {}; top-1 {}/{} ({:.2}%; {} near-ties, {} not); \
                  tap NMSE {}..{}; logits NMSE {}..{}; greedy {} of {} prompts in full, {} near-ties, {} diverged",
                 m.id,
                 t.kld.count,
@@ -310,6 +310,8 @@ pub fn model_totals(m: &ModelReport) -> Vec<String> {
                 t.top1,
                 t.kld.count,
                 100.0 * t.top1 as f64 / t.kld.count.max(1) as f64,
+                t.top1_near_ties,
+                t.top1_hard,
                 sci(t.tap_nmse.0),
                 sci(t.tap_nmse.1),
                 sci(t.logits_nmse.0),
@@ -326,6 +328,8 @@ pub fn model_totals(m: &ModelReport) -> Vec<String> {
 struct Totals {
     kld: Summary,
     top1: usize,
+    top1_near_ties: usize,
+    top1_hard: usize,
     tap_nmse: (f64, f64),
     logits_nmse: (f64, f64),
     /// agree, near-tie, diverged
@@ -362,6 +366,8 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
     Some(Totals {
         kld: metrics::summarize(&klds),
         top1: logits.iter().map(|l| l.top1_agree).sum(),
+        top1_near_ties: logits.iter().map(|l| l.top1_near_ties).sum(),
+        top1_hard: logits.iter().map(|l| l.top1_hard).sum(),
         tap_nmse: range(
             ps.iter()
                 .filter_map(|p| p.taps.as_ref())

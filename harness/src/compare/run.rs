@@ -540,6 +540,23 @@ fn engine_checks(
             ),
         ));
     }
+    if let Some((pos, p)) = l
+        .per_position
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.hard_disagreement(limits.near_tie))
+    {
+        r.failures.push(Failure::new(
+            "top1",
+            format!(
+                "{} position(s) where our most likely token is not llama.cpp's and not a near-tie; first: position {pos}, llama.cpp's margin to ours {} >= {}",
+                l.top1_hard,
+                p.margin_to_ours
+                    .map_or("(not in its top-64)".to_string(), |m| format!("{m:.3}")),
+                limits.near_tie
+            ),
+        ));
+    }
     r.logits = Some(l);
 
     // Greedy continuation, from the prompt's last logits.

@@ -40,9 +40,11 @@ pub struct Limits {
     /// Per prompt: the least fraction of positions whose most likely token
     /// is llama.cpp's.
     pub top1_min: f64,
-    /// Greedy continuation: a different token where llama.cpp's logit of
-    /// its token exceeds its logit of ours by less than this is a near-tie
-    /// (reported; the comparison stops there); by more, a failure.
+    /// Where our token differs from llama.cpp's (at a prompt position, or
+    /// in the greedy continuation, where the comparison then stops): a
+    /// near-tie when llama.cpp's logit of its token exceeds its logit of
+    /// ours by less than this (reported, not a failure); by more, or when
+    /// ours is not in its top-64, a failure.
     pub near_tie: f64,
     /// NMSE limit of each tap, by our tap name ("Qcur", "ffn_out", ...);
     /// `default` for the names not listed.
