@@ -1,5 +1,6 @@
 //! sharpi engine: GGUF models on CPU and Vulkan.
 
+pub mod chat;
 pub mod cli;
 pub mod cpu;
 pub mod ggml_type;
@@ -11,6 +12,7 @@ pub mod quant;
 pub mod quantize;
 pub mod session;
 pub mod synth;
+pub mod tokenizer;
 pub mod trace;
 pub mod vulkan;
 

@@ -1,0 +1,233 @@
+//! Chat templates (`tokenizer.chat_template`) rendered with minijinja the way
+//! Hugging Face transformers renders them with Jinja2:
+//! - `trim_blocks` and `lstrip_blocks` on, a single trailing newline of the
+//!   template dropped (Jinja2's `keep_trailing_newline=False`);
+//! - Python's string, list and dict methods (minijinja-contrib's pycompat);
+//! - `raise_exception(msg)`, `strftime_now(fmt)` and a `tojson` filter
+//!   that is Python's `json.dumps(x, ensure_ascii=False, ...)`;
+//! - values print as Python prints them (`None`, `True`, `1.0`, `['a']`);
+//! - `messages`, `add_generation_prompt`, `bos_token`, `eos_token`, and
+//!   `tools` / `documents` as `None`.
+//!
+//! A template cannot reach files or the environment (no loader: no
+//! includes, imports or extends) and runs on a fuel budget, so one that
+//! loops forever stops with [`ChatError::OutOfFuel`].
+
+mod python;
+mod strftime;
+
+use minijinja::value::{Rest, Value};
+use minijinja::{Environment, Error, ErrorKind, State};
+
+use crate::gguf::{GgufFile, MetadataError};
+use crate::tokenizer::Tokenizer;
+
+/// The metadata key holding a model's default chat template.
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// Instructions one render may execute by default.
+pub const DEFAULT_FUEL: u64 = 5_000_000;
+
+const TEMPLATE_NAME: &str = "chat_template";
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Message {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// Why a chat template could not be loaded or rendered. One line each.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChatError {
+    #[error("chat template: the model has no {CHAT_TEMPLATE_KEY}")]
+    NoTemplate,
+    #[error("chat template: {0}")]
+    Metadata(#[from] MetadataError),
+    #[error("chat template does not parse: {0}")]
+    Syntax(String),
+    /// The template called `raise_exception(message)`.
+    #[error("chat template raised: {0}")]
+    Raised(String),
+    #[error("chat template ran out of fuel ({fuel} instructions): does it loop forever?")]
+    OutOfFuel { fuel: u64 },
+    #[error("chat template failed: {0}")]
+    Render(String),
+}
+
+/// The message `raise_exception` was called with, carried as the source of
+/// the minijinja error so that it can be told apart from other failures.
+#[derive(Debug)]
+struct Raised(String);
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+/// A compiled chat template with the special-token texts it may use.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+    fuel: u64,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .field("fuel", &self.fuel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `bos_token` and `eos_token` are the texts the
+    /// template sees under those names.
+    pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate, ChatError> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(false);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_formatter(|out, _state, value| {
+            out.write_str(&python::py_str(value))
+                .map_err(|e| Error::new(ErrorKind::WriteFailure, e.to_string()))
+        });
+        env.add_function("raise_exception", raise_exception);
+        env.add_filter("tojson", python::tojson);
+        env.add_function("strftime_now", |fmt: &str| {
+            strftime::strftime(fmt, strftime::unix_now())
+        });
+        env.set_fuel(Some(DEFAULT_FUEL));
+        env.add_template_owned(TEMPLATE_NAME, source.to_string())
+            .map_err(|e| ChatError::Syntax(one_line(&e)))?;
+        Ok(ChatTemplate {
+            env,
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+            fuel: DEFAULT_FUEL,
+        })
+    }
+
+    /// The model's own template (`tokenizer.chat_template`), with BOS and
+    /// EOS texts from its vocabulary.
+    pub fn from_gguf(file: &GgufFile, tokenizer: &Tokenizer) -> Result<ChatTemplate, ChatError> {
+        let source = file
+            .get_str_opt(CHAT_TEMPLATE_KEY)?
+            .ok_or(ChatError::NoTemplate)?;
+        let text = |id: Option<u32>| {
+            id.and_then(|i| tokenizer.token_text(i))
+                .unwrap_or_default()
+                .to_string()
+        };
+        ChatTemplate::new(source, &text(tokenizer.bos()), &text(tokenizer.eos()))
+    }
+
+    /// Sets how many instructions one render may execute.
+    pub fn with_fuel(mut self, fuel: u64) -> ChatTemplate {
+        self.env.set_fuel(Some(fuel));
+        self.fuel = fuel;
+        self
+    }
+
+    /// Makes `strftime_now` format this instant (seconds since the epoch,
+    /// UTC) instead of the current time: renders become reproducible.
+    pub fn with_fixed_time(mut self, unix_seconds: i64) -> ChatTemplate {
+        self.env.add_function("strftime_now", move |fmt: &str| {
+            strftime::strftime(fmt, unix_seconds)
+        });
+        self
+    }
+
+    /// Renders `messages` (each a `{role, content}` dict).
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                Value::from_iter([
+                    ("role", Value::from(m.role.as_str())),
+                    ("content", Value::from(m.content.as_str())),
+                ])
+            })
+            .collect();
+        self.render_value(Value::from(messages), add_generation_prompt)
+    }
+
+    /// Renders messages given as JSON text: a list of objects with any
+    /// fields (tool calls, lists of content parts, ...), key order kept as
+    /// Python's `json.loads` keeps it.
+    pub fn render_json(
+        &self,
+        messages: &str,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
+        let messages: Value = serde_json::from_str(messages)
+            .map_err(|e| ChatError::Render(format!("messages are not JSON: {}", one_line(&e))))?;
+        self.render_value(messages, add_generation_prompt)
+    }
+
+    fn render_value(
+        &self,
+        messages: Value,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
+        let ctx = Value::from_iter([
+            ("messages", messages),
+            ("add_generation_prompt", Value::from(add_generation_prompt)),
+            ("bos_token", Value::from(self.bos_token.as_str())),
+            ("eos_token", Value::from(self.eos_token.as_str())),
+            ("tools", Value::from(())),
+            ("documents", Value::from(())),
+        ]);
+        let template = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| ChatError::Render(one_line(&e)))?;
+        template.render(ctx).map_err(|e| self.classify(e))
+    }
+
+    fn classify(&self, e: Error) -> ChatError {
+        if e.kind() == ErrorKind::OutOfFuel {
+            return ChatError::OutOfFuel { fuel: self.fuel };
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(s) = source {
+            if let Some(r) = s.downcast_ref::<Raised>() {
+                return ChatError::Raised(one_line(&r.0));
+            }
+            source = s.source();
+        }
+        ChatError::Render(one_line(&e))
+    }
+}
+
+/// `raise_exception(message)`: fails the render with `message`.
+fn raise_exception(_state: &State, args: Rest<Value>) -> Result<Value, Error> {
+    let message = args.0.first().map(python::py_str).unwrap_or_default();
+    Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
+}
+
+/// An error message on one line.
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    crate::tokenizer::one_line(&e.to_string())
+}
