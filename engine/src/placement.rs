@@ -129,7 +129,10 @@ impl Devices {
             backend: "cpu".into(),
             message: e.to_string(),
         })?;
-        Ok(Devices::new(vec![Box::new(cpu)], Placement::single(n_layer)))
+        Ok(Devices::new(
+            vec![Box::new(cpu)],
+            Placement::single(n_layer),
+        ))
     }
 
     /// The pool a forward pass runs in: that of the first device in use
@@ -153,6 +156,11 @@ impl Devices {
     /// The device index of `stage`.
     pub fn device_of(&self, stage: Stage) -> usize {
         self.placement.device(stage)
+    }
+
+    /// Backend `dev`'s name ("cpu (2 threads)").
+    pub fn name(&self, dev: usize) -> String {
+        self.backends[dev].name()
     }
 
     /// Backend `dev`.

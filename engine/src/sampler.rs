@@ -101,7 +101,11 @@ impl SamplerConfig {
             return bad("min-p", self.min_p, "between 0 and 1 (0: off)");
         }
         if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
-            return bad("repeat-penalty", self.repeat_penalty, "a number > 0 (1: off)");
+            return bad(
+                "repeat-penalty",
+                self.repeat_penalty,
+                "a number > 0 (1: off)",
+            );
         }
         Ok(())
     }
