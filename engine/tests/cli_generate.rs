@@ -4,7 +4,6 @@
 //! argument clap refuses) for bad input.
 
 #[path = "gguf_support/mod.rs"]
-#[allow(dead_code)]
 mod gguf_support;
 
 use std::path::PathBuf;
