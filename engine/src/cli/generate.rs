@@ -249,66 +249,21 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         print_prompt(tok, &prompt, how);
     }
 
-    let limit = usize::try_from(args.n_predict).unwrap_or(usize::MAX);
-    let mut stream = tok.stream_decoder(false);
-    let mut generated: Vec<u32> = Vec::new();
-    let mut tops: Vec<Top> = Vec::new();
-    let mut timings = Timings {
-        prefill_tokens: prompt.tokens.len(),
-        ..Timings::default()
-    };
     for &t in &prompt.tokens {
         sampler.accept(t);
     }
-
-    let t0 = Instant::now();
-    let mut logits = session.prefill(&prompt.tokens)?;
-    timings.prefill = t0.elapsed();
-    let stop = loop {
-        if generated.len() >= limit {
-            break Stop::Length;
-        }
-        let step = tops.len();
-        if args.json || (args.verbose_prompt && step < VERBOSE_STEPS) {
-            let top = top_n(logits, TOP);
-            if args.verbose_prompt && step < VERBOSE_STEPS {
-                print_top(tok, step, &top);
-            }
-            tops.push(top);
-        }
-        let next = sampler.sample(logits);
-        sampler.accept(next);
-        if tok.is_eog(next) {
-            break Stop::Eog(next);
-        }
-        generated.push(next);
-        if !args.json {
-            let piece = stream.push(next)?;
-            out.write_all(piece.as_bytes())?;
-            out.flush()?;
-        }
-        if generated.len() >= limit {
-            break Stop::Length;
-        }
-        if session.pos() >= n_ctx {
-            break Stop::Context;
-        }
-        let t = Instant::now();
-        logits = session.decode(next)?;
-        timings.decode += t.elapsed();
-        timings.decode_tokens += 1;
-    };
+    let Outcome {
+        generated,
+        tops,
+        stop,
+        timings,
+    } = generate(&mut session, &mut sampler, tok, &prompt.tokens, args, out)?;
 
     if args.json {
         let text = tok.decode(&generated, false)?;
         write_json(
             out, tok, &prompt, &generated, &text, &tops, stop, seed, &timings,
         )?;
-    } else {
-        let rest = stream.finish();
-        out.write_all(rest.as_bytes())?;
-        writeln!(out)?;
-        out.flush()?;
     }
     if stop == Stop::Context {
         eprintln!("(stopped: the context of {n_ctx} tokens is full)");
@@ -326,6 +281,85 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         timings.decode_per_second()
     );
     Ok(())
+}
+
+/// What a generation loop produced.
+struct Outcome {
+    /// Sampled tokens, the end-of-generation one excluded.
+    generated: Vec<u32>,
+    /// The top candidates of each step (every step with `--json`, the
+    /// first [`VERBOSE_STEPS`] with `--verbose-prompt` only).
+    tops: Vec<Top>,
+    stop: Stop,
+    timings: Timings,
+}
+
+/// Prefills `prompt`, then samples and decodes until a stop; streams the
+/// text to `out` unless `--json`.
+fn generate(
+    session: &mut Session,
+    sampler: &mut Sampler,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    args: &GenerateArgs,
+    out: &mut dyn Write,
+) -> Result<Outcome, CliError> {
+    let limit = usize::try_from(args.n_predict).unwrap_or(usize::MAX);
+    let n_ctx = session.n_ctx();
+    let mut stream = tok.stream_decoder(false);
+    let mut generated: Vec<u32> = Vec::new();
+    let mut tops: Vec<Top> = Vec::new();
+    let mut timings = Timings {
+        prefill_tokens: prompt.len(),
+        ..Timings::default()
+    };
+    let t0 = Instant::now();
+    let mut logits = session.prefill(prompt)?;
+    timings.prefill = t0.elapsed();
+    let stop = loop {
+        if generated.len() >= limit {
+            break Stop::Length;
+        }
+        let step = generated.len();
+        let verbose = args.verbose_prompt && step < VERBOSE_STEPS;
+        if args.json || verbose {
+            let top = top_n(logits, TOP);
+            if verbose {
+                print_top(tok, step, &top);
+            }
+            tops.push(top);
+        }
+        let next = sampler.sample(logits);
+        sampler.accept(next);
+        if tok.is_eog(next) {
+            break Stop::Eog(next);
+        }
+        generated.push(next);
+        if !args.json {
+            out.write_all(stream.push(next)?.as_bytes())?;
+            out.flush()?;
+        }
+        if generated.len() >= limit {
+            break Stop::Length;
+        }
+        if session.pos() >= n_ctx {
+            break Stop::Context;
+        }
+        let t = Instant::now();
+        logits = session.decode(next)?;
+        timings.decode += t.elapsed();
+        timings.decode_tokens += 1;
+    };
+    if !args.json {
+        writeln!(out, "{}", stream.finish())?;
+        out.flush()?;
+    }
+    Ok(Outcome {
+        generated,
+        tops,
+        stop,
+        timings,
+    })
 }
 
 /// The sampling flags, checked (the window is resolved once the context
