@@ -62,8 +62,10 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let loaded = super::load::load(&args.model, false)?;
     let model = loaded.model;
     let n_vocab = model.hparams().n_vocab as u64;
+    let n_ctx = args.n_prompt.max(args.n_gen).max(1);
+    super::load::check_context(&model, n_ctx, "-p/-n")?;
     let cfg = SessionConfig {
-        n_ctx: args.n_prompt.max(args.n_gen).max(1),
+        n_ctx,
         threads: args.threads.unwrap_or(0),
         ..SessionConfig::default()
     };

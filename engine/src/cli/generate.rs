@@ -215,6 +215,7 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         args.system_prompt.as_deref(),
         args.raw,
     )?;
+    super::load::check_context(&loaded.model, args.ctx_size, "-c")?;
     let cfg = SessionConfig {
         n_ctx: args.ctx_size,
         kv_type: args.kv_type.into(),

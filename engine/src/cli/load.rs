@@ -58,6 +58,18 @@ pub fn load(path: &Path, template: bool) -> Result<Loaded, CliError> {
     })
 }
 
+/// Refuses a context longer than the model was trained for (and so a
+/// KV cache sized by a typo).
+pub fn check_context(model: &Model, n_ctx: usize, flag: &str) -> Result<(), CliError> {
+    let train = model.hparams().n_ctx_train;
+    if n_ctx > train {
+        return Err(CliError::Usage(format!(
+            "{flag} {n_ctx} is longer than the model's training context ({train} tokens)"
+        )));
+    }
+    Ok(())
+}
+
 fn progress_bar() -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
