@@ -10,6 +10,7 @@ pub mod ops;
 pub mod placement;
 pub mod quant;
 pub mod quantize;
+pub mod sampler;
 pub mod session;
 pub mod synth;
 pub mod tokenizer;

@@ -30,6 +30,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::cpu::Threads;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
 
@@ -324,7 +325,10 @@ pub enum GluKind {
     /// `silu(g) * u`, `silu(g) = g / (1 + exp(-g))` (ggml `swiglu`).
     SwiGlu,
     /// `gelu_tanh(g) * u`, `gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) g
-    /// (1 + 0.044715 g²)))` (ggml `geglu`).
+    /// (1 + 0.044715 g²)))` (ggml `geglu`). ggml's CPU backend looks
+    /// `gelu_tanh` up in a table of f16 values (0 for `g <= -10`, `g` for
+    /// `g >= 10`); the CPU backend here does the same
+    /// (`cpu::elementwise`), other backends may compute it in f32.
     GeGluTanh,
 }
 
@@ -377,6 +381,15 @@ pub enum BackendError {
 pub trait Ops: Send {
     /// A short name for messages ("cpu (2 threads)").
     fn name(&self) -> String;
+
+    /// The CPU worker pool this backend's ops run on, if it has one. A
+    /// forward pass runs inside it ([`Threads::install`] around the whole
+    /// step), so that each op forks among workers already running rather
+    /// than handing its work to the pool and waiting for it (tens of
+    /// microseconds an op, hundreds of ops a token).
+    fn worker_pool(&self) -> Option<Arc<Threads>> {
+        None
+    }
 
     // ---- memory, at load time ------------------------------------------
 

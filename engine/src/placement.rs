@@ -13,7 +13,9 @@
 //! Today every stage runs on the CPU; a GPU build will place layers
 //! `0..N` on the GPU (`-g N`) and the rest on the CPU, unchanged model code.
 
-use crate::cpu::CpuBackend;
+use std::sync::Arc;
+
+use crate::cpu::{CpuBackend, Threads};
 use crate::ops::{Act, BackendError, Ops};
 
 /// A part of the forward pass that runs on one device.
@@ -122,11 +124,25 @@ impl Devices {
     }
 
     /// One CPU backend with `threads` threads (0: all cores) for everything.
-    pub fn cpu(n_layer: usize, threads: usize) -> Devices {
-        Devices::new(
-            vec![Box::new(CpuBackend::new(threads))],
+    pub fn cpu(n_layer: usize, threads: usize) -> Result<Devices, BackendError> {
+        let cpu = CpuBackend::try_new(threads).map_err(|e| BackendError::Device {
+            backend: "cpu".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Devices::new(
+            vec![Box::new(cpu)],
             Placement::single(n_layer),
-        )
+        ))
+    }
+
+    /// The pool a forward pass runs in: that of the first device in use
+    /// that has one (see [`Ops::worker_pool`]). Backends on other pools
+    /// still work from inside it, through a hand-off per op.
+    pub fn worker_pool(&self) -> Option<Arc<Threads>> {
+        self.placement
+            .devices_used()
+            .into_iter()
+            .find_map(|d| self.backends[d].worker_pool())
     }
 
     pub fn placement(&self) -> &Placement {
@@ -140,6 +156,11 @@ impl Devices {
     /// The device index of `stage`.
     pub fn device_of(&self, stage: Stage) -> usize {
         self.placement.device(stage)
+    }
+
+    /// Backend `dev`'s name ("cpu (2 threads)").
+    pub fn name(&self, dev: usize) -> String {
+        self.backends[dev].name()
     }
 
     /// Backend `dev`.

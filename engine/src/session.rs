@@ -95,7 +95,7 @@ pub struct Session {
 impl Session {
     /// A session on the CPU with `cfg.threads` threads.
     pub fn new(model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, SessionError> {
-        let devices = Devices::cpu(model.hparams().n_layer, cfg.threads);
+        let devices = Devices::cpu(model.hparams().n_layer, cfg.threads)?;
         Session::with_devices(model, devices, cfg)
     }
 
@@ -234,6 +234,7 @@ impl Session {
             self.all_logits.resize(tokens.len() * n_vocab, 0.0);
         }
         let n_chunks = tokens.len().div_ceil(self.n_batch);
+        let pool = self.devices.worker_pool();
         let mut pos = self.pos;
         for (c, chunk) in tokens.chunks(self.n_batch).enumerate() {
             let out = match outputs {
@@ -246,8 +247,13 @@ impl Session {
             };
             let sink = sink.as_deref_mut().map(|s| s as &mut dyn TraceSink);
             let mut step = Step::new(&mut self.devices, &self.scratch, self.logits_dev, sink);
-            self.weights
-                .forward(&self.model, &mut step, &self.kv, chunk, pos, out)?;
+            let (weights, model, kv) = (&self.weights, &*self.model, &self.kv[..]);
+            let run = || weights.forward(model, &mut step, kv, chunk, pos, out);
+            // One pool entry per step (see `Ops::worker_pool`).
+            match &pool {
+                Some(p) => p.install(run)?,
+                None => run()?,
+            }
             pos += chunk.len();
         }
         self.pos = pos;

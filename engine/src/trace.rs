@@ -31,8 +31,9 @@
 //! llama.cpp names llama's residual sum `ffn_out` a second time (before
 //! `l_out`, which it equals); we emit that value once, as `l_out`.
 
-/// Receives named tensors from a forward pass.
-pub trait TraceSink {
+/// Receives named tensors from a forward pass (which runs on a worker
+/// thread of the CPU pool, hence `Send`).
+pub trait TraceSink: Send {
     /// Whether the sink wants this tensor; when it says no the tensor is
     /// not read back. The default wants everything.
     fn wants(&self, name: &str, layer: Option<usize>) -> bool {
@@ -77,7 +78,7 @@ impl Recorded {
 }
 
 /// Which tensors a [`Recorder`] keeps.
-type Filter = Box<dyn Fn(&str, Option<usize>) -> bool>;
+type Filter = Box<dyn Fn(&str, Option<usize>) -> bool + Send>;
 
 /// A sink that keeps everything (or what `filter` accepts) in memory.
 #[derive(Default)]
@@ -92,7 +93,7 @@ impl Recorder {
     }
 
     /// A recorder that only keeps tensors `filter` accepts.
-    pub fn filtered(filter: impl Fn(&str, Option<usize>) -> bool + 'static) -> Recorder {
+    pub fn filtered(filter: impl Fn(&str, Option<usize>) -> bool + Send + 'static) -> Recorder {
         Recorder {
             taps: Vec::new(),
             filter: Some(Box::new(filter)),

@@ -2,6 +2,7 @@
 //! reference on random inputs; RoPE known values; attention masks; results
 //! independent of the thread count.
 
+use engine::cpu::act::{quantize_act, vec_dot_type};
 use engine::cpu::CpuBackend;
 use engine::ops::{Act, AttnParams, GluKind, KvType, Ops, RopeParams, RopeStyle, WeightSource};
 use engine::quant::{dequantize_row, quantize_row};
@@ -112,30 +113,51 @@ proptest! {
         let wf = r.vec(n_in * n_out);
         let mut bytes = vec![0u8; ty.bytes_for((n_in * n_out) as u64).unwrap() as usize];
         quantize_row(ty, &wf, &mut bytes).unwrap();
-        // The reference uses the same (quantized) weights, dequantized.
+        // The reference uses the same (quantized) weights, dequantized, and
+        // the activations as the CPU puts them in the weight type's partner
+        // format (Q8_0, Q8_1, Q8_K, F16: what ggml dots with), dequantized.
         let mut wd = vec![0.0f32; n_in * n_out];
         dequantize_row(ty, &bytes, &mut wd).unwrap();
         let x = r.vec(n_tok * n_in);
+        let act = vec_dot_type(ty).unwrap();
+        let mut xq = vec![0u8; act.bytes_for((n_tok * n_in) as u64).unwrap() as usize];
+        quantize_act(act, &x, &mut xq).unwrap();
+        let mut xd = vec![0.0f32; n_tok * n_in];
+        dequantize_row(act, &xq, &mut xd).unwrap();
         let mut b = CpuBackend::new(2);
-        let w = b.upload(&WeightSource::from_bytes("w", ty, n_in, n_out, bytes)).unwrap();
+        let w = b.upload(&WeightSource::from_bytes("w", ty, n_in, n_out, bytes.clone())).unwrap();
         let xa = put(&mut b, n_tok, n_in, &x);
         let out = b.alloc(n_tok, n_out).unwrap();
         b.matmul(w, xa, out);
         let mut want = Vec::new();
-        let mut mag = Vec::new();
+        let mut tol = Vec::new();
         for t in 0..n_tok {
             for o in 0..n_out {
                 let (mut s, mut a) = (0.0f64, 0.0f64);
                 for c in 0..n_in {
-                    let p = f64::from(wd[o * n_in + c]) * f64::from(x[t * n_in + c]);
+                    let p = f64::from(wd[o * n_in + c]) * f64::from(xd[t * n_in + c]);
                     s += p;
                     a += p.abs();
                 }
                 want.push(s);
-                mag.push(a);
+                // f32 sums of the products, as before the activations were
+                // quantized; and for Q4_1 the block minimum meets Q8_1's
+                // `s = d * sum(q)` stored as f16, rounded once from the f32
+                // `d` and once to f16: up to 2^-10 of |m| * sum |x| a block.
+                let mut t_i = 4e-6 * a + 1e-7;
+                if ty == GgmlType::Q4_1 {
+                    let row = &bytes[o * (n_in / 32) * 20..(o + 1) * (n_in / 32) * 20];
+                    for (bi, blk) in row.chunks_exact(20).enumerate() {
+                        let m = half::f16::from_le_bytes([blk[2], blk[3]]).to_f32();
+                        let xs: f64 = xd[t * n_in + bi * 32..t * n_in + bi * 32 + 32]
+                            .iter().map(|v| f64::from(v.abs())).sum();
+                        t_i += f64::from(m.abs()) * xs / 1024.0;
+                    }
+                }
+                tol.push(t_i);
             }
         }
-        close("matmul", &get(&mut b, out), &want, |i| 4e-6 * mag[i] + 1e-7)?;
+        close("matmul", &get(&mut b, out), &want, |i| tol[i])?;
     }
 
     #[test]
@@ -177,22 +199,36 @@ proptest! {
     #[test]
     fn glu_matches_f64(n in 1usize..3000, gelu: bool, seed: u64) {
         let mut r = Rng::new(seed);
-        let g: Vec<f32> = r.vec(n).iter().map(|v| v * 8.0).collect();
+        let g: Vec<f32> = r.vec(n).iter().map(|v| v * 12.0).collect();
         let u = r.vec(n);
         let mut b = CpuBackend::new(2);
         let (ga, ua) = (put(&mut b, 1, n, &g), put(&mut b, 1, n, &u));
         let kind = if gelu { GluKind::GeGluTanh } else { GluKind::SwiGlu };
         b.glu(kind, ga, ua);
+        let gelu_f64 = |g: f64| {
+            0.5 * g * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * g * (1.0 + 0.044715 * g * g)).tanh())
+        };
+        // GELU as ggml's CPU backend applies it: 0 at or below -10, the
+        // identity at or above 10, and in between a table of f16 inputs
+        // whose entries are rounded to f16 (so the output is off by up to
+        // half an f16 ulp, 2^-11 relative, beyond the f32 arithmetic).
+        let mut tol = Vec::with_capacity(n);
         let want: Vec<f64> = g.iter().zip(&u).map(|(&g, &u)| {
-            let g = f64::from(g);
-            let act = if gelu {
-                0.5 * g * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * g * (1.0 + 0.044715 * g * g)).tanh())
+            let (act, rel) = if !gelu {
+                let g = f64::from(g);
+                (g / (1.0 + (-g).exp()), 0.0)
+            } else if g <= -10.0 {
+                (0.0, 0.0)
+            } else if g >= 10.0 {
+                (f64::from(g), 0.0)
             } else {
-                g / (1.0 + (-g).exp())
+                (gelu_f64(f64::from(half::f16::from_f32(g).to_f32())), 1.0 / 2048.0)
             };
-            act * f64::from(u)
+            let w = act * f64::from(u);
+            tol.push(1e-6 * (1.0 + w.abs()) + rel * w.abs());
+            w
         }).collect();
-        close("glu", &get(&mut b, ga), &want, |i| 1e-6 * (1.0 + want[i].abs()))?;
+        close("glu", &get(&mut b, ga), &want, |i| tol[i])?;
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `sharpi`: the engine's command line, thin over the library.
 
 use clap::{Parser, Subcommand};
+use engine::cli::bench::BenchArgs;
+use engine::cli::generate::GenerateArgs;
 use engine::cli::{self, CliError};
 use engine::quantize::FileType;
 use engine::synth::{self, Arch};
@@ -8,15 +10,29 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `sharpi -m MODEL -p PROMPT [options]` generates text (the same as
+/// `sharpi run ...`); the subcommands do the rest.
 #[derive(Parser)]
-#[command(name = "sharpi", version, about = "GGUF inference engine")]
+#[command(
+    name = "sharpi",
+    version,
+    about = "GGUF inference engine",
+    args_conflicts_with_subcommands = true,
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    generate: GenerateArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate text (what `sharpi -m MODEL -p PROMPT` does).
+    Run(GenerateArgs),
+    /// Prefill and decode speed (llama-bench's pp and tg tests), median of -r runs.
+    Bench(BenchArgs),
     /// Print a GGUF file's metadata, tensor table and totals per type.
     Inspect {
         /// Path to a .gguf file.
@@ -73,7 +89,12 @@ enum Command {
 fn run(cli: Cli) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    match cli.command {
+    let Some(command) = cli.command else {
+        return cli::generate::run(&cli.generate, &mut out);
+    };
+    match command {
+        Command::Run(args) => cli::generate::run(&args, &mut out)?,
+        Command::Bench(args) => cli::bench::run(&args, &mut out)?,
         Command::Inspect { model, json } => cli::inspect::run(&model, json, &mut out)?,
         Command::Quantize {
             input,

@@ -139,6 +139,16 @@ impl ChatTemplate {
         ChatTemplate::new(source, &text(tokenizer.bos()), &text(tokenizer.eos()))
     }
 
+    /// The text the template sees as `bos_token`.
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+
+    /// The text the template sees as `eos_token`.
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+
     /// Sets how many instructions one render may execute.
     pub fn with_fuel(mut self, fuel: u64) -> ChatTemplate {
         self.env.set_fuel(Some(fuel));

@@ -1,13 +1,22 @@
 //! The `sharpi` command line: argument parsing lives in the binary, each
 //! subcommand's work in a module here so it can be tested without a process.
 
+pub mod bench;
+pub mod generate;
 pub mod inspect;
+pub mod load;
+pub mod prompt;
 pub mod quantize;
 pub mod synth;
 
+use crate::chat::ChatError;
 use crate::gguf::{GgufError, GgufFile, WriteError};
+use crate::model::ModelError;
 use crate::quantize::QuantizeError;
+use crate::sampler::SamplerError;
+use crate::session::SessionError;
 use crate::synth::SynthError;
+use crate::tokenizer::TokenizerError;
 use std::io;
 use std::path::Path;
 
@@ -32,6 +41,20 @@ pub enum CliError {
     Write(#[from] WriteError),
     #[error("thread pool: {0}")]
     ThreadPool(#[from] rayon::ThreadPoolBuildError),
+    /// The file is a GGUF that sharpi cannot run.
+    #[error("{path}: {source}")]
+    Model { path: String, source: ModelError },
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] TokenizerError),
+    #[error("{0}")]
+    Chat(#[from] ChatError),
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    #[error("{0}")]
+    Sampler(#[from] SamplerError),
+    /// Arguments that parse but do not fit together.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Prints a command-line parse error as one line (help and version requests

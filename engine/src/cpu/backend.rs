@@ -1,10 +1,12 @@
 //! [`CpuBackend`]: the [`Ops`] interface on host memory.
 
-use rayon::ThreadPool;
+use std::sync::Arc;
 
+use super::dot::Kernels;
 use super::kv::KvStore;
 use super::parallel::for_chunks;
-use super::{attention, elementwise, fallback_matmul, norm, rope};
+use super::{attention, elementwise, norm, rope};
+use super::{embedding_row, matmul, matvec, CpuError, Threads, WeightView};
 use crate::ops::{
     Act, AttnParams, BackendError, GluKind, Kv, KvType, Ops, RopeParams, Weight, WeightSource,
 };
@@ -19,46 +21,57 @@ struct CpuWeight {
 }
 
 /// The CPU backend. Activations, KV caches and scratch are allocated when
-/// asked (once, at session creation); ops run on a rayon pool of its own.
+/// asked (once, at session creation); ops run on one [`Threads`] pool.
+///
+/// Matrix products go through the quantizing kernels ([`matvec`] for one
+/// row, [`matmul`] for a batch): activations are put in the weight type's
+/// partner format and dotted in integers, as llama.cpp's CPU backend does,
+/// so the numbers are those of its x86 build, not of an f32 product of
+/// dequantized weights.
 pub struct CpuBackend {
-    pool: ThreadPool,
-    threads: usize,
+    threads: Arc<Threads>,
     /// `acts[id]`: one activation buffer, `[rows, width]` as allocated.
     acts: Vec<Vec<f32>>,
     weights: Vec<CpuWeight>,
     kvs: Vec<KvStore>,
-    /// The transposed product of a batched matmul: as long as the largest
-    /// activation.
-    mm_tmp: Vec<f32>,
 }
 
 impl CpuBackend {
     /// A backend running on `threads` threads (0: one per available core).
     /// The thread count is taken as given: no environment variable changes
     /// it, and results do not depend on it.
+    ///
+    /// # Panics
+    /// When the threads cannot be started ([`CpuBackend::try_new`] says why
+    /// instead).
     pub fn new(threads: usize) -> CpuBackend {
-        let threads = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            threads
+        CpuBackend::try_new(threads).expect("creating the CPU thread pool")
+    }
+
+    /// As [`CpuBackend::new`], failing with the reason the pool could not
+    /// start.
+    pub fn try_new(threads: usize) -> Result<CpuBackend, CpuError> {
+        let n = match threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("sharpi-cpu-{i}"))
-            .build()
-            .expect("creating the CPU thread pool");
+        Ok(CpuBackend::with_threads(Arc::new(Threads::new(n)?)))
+    }
+
+    /// A backend on an existing pool (which may be shared with other
+    /// backends or with the caller).
+    pub fn with_threads(threads: Arc<Threads>) -> CpuBackend {
         CpuBackend {
-            pool,
             threads,
             acts: Vec::new(),
             weights: Vec::new(),
             kvs: Vec::new(),
-            mm_tmp: Vec::new(),
         }
     }
 
+    /// Worker threads.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.threads.count()
     }
 
     fn view(&self, a: Act) -> &[f32] {
@@ -96,19 +109,36 @@ impl CpuBackend {
         let id = out.id() as usize;
         let mut buf = std::mem::take(&mut self.acts[id]);
         let this = &*self;
-        let r = this.pool.install(|| f(this, &mut buf[out.elems()]));
+        let r = this.threads.install(|| f(this, &mut buf[out.elems()]));
         self.acts[id] = buf;
         r
     }
 }
 
+/// The kernels' view of a weight: `n_out` rows of `n_in` elements.
+fn weight_view(src: &WeightSource) -> WeightView<'_> {
+    WeightView::new(src.ty(), src.n_out(), src.n_in(), src.bytes())
+        .unwrap_or_else(|e| panic!("{src:?}: {e}"))
+}
+
 impl Ops for CpuBackend {
     fn name(&self) -> String {
-        format!("cpu ({} threads)", self.threads)
+        format!("cpu ({} threads)", self.threads())
+    }
+
+    fn worker_pool(&self) -> Option<Arc<Threads>> {
+        Some(Arc::clone(&self.threads))
     }
 
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
-        if !can_dequantize(w.ty()) {
+        // A matrix needs dot kernels; a vector (norm weights) is only ever
+        // read as f32.
+        let usable = if w.n_out() > 1 {
+            Kernels::for_level(w.ty(), self.threads.simd()).is_ok()
+        } else {
+            can_dequantize(w.ty())
+        };
+        if !usable {
             return Err(BackendError::UnsupportedWeight {
                 backend: self.name(),
                 name: w.name().to_string(),
@@ -137,9 +167,6 @@ impl Ops for CpuBackend {
                 bytes: u64::MAX,
             })?;
         self.acts.push(vec![0.0; len]);
-        if self.mm_tmp.len() < len {
-            self.mm_tmp.resize(len, 0.0);
-        }
         Ok(Act::new((self.acts.len() - 1) as u32, rows, width))
     }
 
@@ -167,17 +194,17 @@ impl Ops for CpuBackend {
     fn embed(&mut self, table: Weight, tokens: &[u32], out: Act) {
         assert_eq!(tokens.len(), out.rows(), "embed: tokens and rows");
         self.with_out("embed", out, &[], |b, o| {
-            let w = &b.weight(table).src;
+            let src = &b.weight(table).src;
             assert_eq!(
-                w.n_in(),
+                src.n_in(),
                 out.width(),
-                "embed: {w:?} into width {}",
+                "embed: {src:?} into width {}",
                 out.width()
             );
+            let w = weight_view(src);
             for_chunks(o, out.width(), o.len() * 4, |t, row| {
-                let tok = tokens[t] as usize;
-                assert!(tok < w.n_out(), "embed: token {tok} outside {w:?}");
-                dequantize_row(w.ty(), w.row(tok), row).expect("type checked at upload");
+                embedding_row(w, tokens[t] as usize, row)
+                    .unwrap_or_else(|e| panic!("embed: {src:?}: {e}"));
             });
         });
     }
@@ -192,12 +219,17 @@ impl Ops for CpuBackend {
     }
 
     fn matmul(&mut self, w: Weight, x: Act, out: Act) {
-        let mut tmp = std::mem::take(&mut self.mm_tmp);
         self.with_out("matmul", out, &[x], |b, o| {
             // The one place the matmul kernel is chosen.
-            fallback_matmul::matmul_fallback(&b.weight(w).src, b.view(x), o, &mut tmp);
+            let src = &b.weight(w).src;
+            let view = weight_view(src);
+            let r = if x.rows() == 1 {
+                matvec(&b.threads, view, b.view(x), o)
+            } else {
+                matmul(&b.threads, view, b.view(x), o)
+            };
+            r.unwrap_or_else(|e| panic!("matmul {src:?}: {e}"));
         });
-        self.mm_tmp = tmp;
     }
 
     fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize) {

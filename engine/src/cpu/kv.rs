@@ -51,7 +51,7 @@ impl Row<'_> {
     #[inline]
     pub fn dot(self, q: &[f32]) -> f32 {
         match self {
-            Row::F32(r) => super::dot(q, r),
+            Row::F32(r) => dot_f32(q, r),
             Row::F16(r) => q.iter().zip(r).map(|(&q, &k)| q * k.to_f32()).sum(),
         }
     }
@@ -128,6 +128,33 @@ impl KvStore {
     pub fn v(&self, j: usize, start: usize, len: usize) -> Row<'_> {
         row(&self.v, j * self.v_width + start, len)
     }
+}
+
+/// `Σ a[i] · b[i]` in f32, over 16 independent partial sums (so that the
+/// compiler can vectorise it), reduced pairwise.
+#[inline]
+fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot: lengths");
+    let mut acc = [0.0f32; 16];
+    let (ac, bc) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
+    }
+    let mut w = 16;
+    while w > 1 {
+        w /= 2;
+        let (lo, hi) = acc[..2 * w].split_at_mut(w);
+        lo.iter_mut().zip(&*hi).for_each(|(a, &b)| *a += b);
+    }
+    acc[0] + tail
 }
 
 #[inline]

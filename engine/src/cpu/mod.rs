@@ -1,5 +1,5 @@
 //! The CPU backend: [`CpuBackend`] implements [`crate::ops::Ops`] with one
-//! file per op family, f32 arithmetic, rayon threads; and its matrix
+//! file per op family, f32 arithmetic, one rayon pool ([`Threads`]); and its matrix
 //! kernels: quantized dot products as llama.cpp's CPU backend computes them,
 //! and the matrix-vector (decode) and matrix-matrix (prefill) products built
 //! on them.
@@ -52,7 +52,6 @@ pub use weight::WeightView;
 mod attention;
 mod backend;
 mod elementwise;
-mod fallback_matmul;
 mod kv;
 mod norm;
 mod parallel;
@@ -61,7 +60,6 @@ mod rope;
 pub use attention::attention;
 pub use backend::CpuBackend;
 pub use elementwise::{add, gelu_tanh, glu, mul, scale, silu, softcap};
-pub use fallback_matmul::{dot, matmul_fallback};
 pub use kv::KvStore;
 pub use norm::rms_norm;
 pub use rope::rope;

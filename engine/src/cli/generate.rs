@@ -1,0 +1,479 @@
+//! `sharpi -m MODEL -p PROMPT` (also `sharpi run ...`): text generation.
+//!
+//! The prompt goes through the model's chat template unless `--raw` (see
+//! [`super::prompt`]), is prefilled in batches, then tokens are sampled
+//! ([`crate::sampler`]) and decoded one at a time, streamed to stdout as
+//! complete UTF-8, until an end-of-generation token, `-n` tokens, or a full
+//! context. Counts and speeds go to stderr at the end; `--json` prints one
+//! object instead of the stream.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::prompt::{self, Prompt};
+use super::CliError;
+use crate::ops::KvType;
+use crate::sampler::{top_n, Sampler, SamplerConfig};
+use crate::session::{Session, SessionConfig};
+use crate::tokenizer::Tokenizer;
+
+/// Decode steps whose top 5 `--verbose-prompt` prints.
+const VERBOSE_STEPS: usize = 8;
+/// Candidates shown per step (`--verbose-prompt`, `--json`).
+const TOP: usize = 5;
+
+/// KV cache element type on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KvTypeArg {
+    F32,
+    F16,
+}
+
+impl From<KvTypeArg> for KvType {
+    fn from(k: KvTypeArg) -> KvType {
+        match k {
+            KvTypeArg::F32 => KvType::F32,
+            KvTypeArg::F16 => KvType::F16,
+        }
+    }
+}
+
+/// The options of a generation run (flag names as llama.cpp's llama-cli).
+#[derive(Args, Clone, Debug)]
+pub struct GenerateArgs {
+    /// The GGUF model.
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    pub model: Option<PathBuf>,
+    /// The prompt.
+    #[arg(
+        short = 'p',
+        long = "prompt",
+        value_name = "PROMPT",
+        conflicts_with = "file"
+    )]
+    pub prompt: Option<String>,
+    /// Read the prompt from FILE.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Tokens to generate (-1: until an end-of-generation token or a full context).
+    #[arg(
+        short = 'n',
+        long = "n-predict",
+        value_name = "N",
+        default_value_t = 256,
+        allow_negative_numbers = true
+    )]
+    pub n_predict: i64,
+    /// Context length in tokens (0: the model's own, at most 4096).
+    #[arg(short = 'c', long = "ctx-size", value_name = "N", default_value_t = 0)]
+    pub ctx_size: usize,
+    /// Seed of the sampler (default: a new one each run, printed with --json).
+    #[arg(short = 's', long = "seed", value_name = "SEED")]
+    pub seed: Option<u64>,
+    /// Worker threads (default: all cores).
+    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive)]
+    pub threads: Option<usize>,
+    /// Temperature (0: greedy).
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    pub temp: f32,
+    /// Top-k sampling (0: off).
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub top_k: usize,
+    /// Top-p (nucleus) sampling (1: off).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.95,
+        allow_negative_numbers = true
+    )]
+    pub top_p: f32,
+    /// Min-p sampling (0: off).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.05,
+        allow_negative_numbers = true
+    )]
+    pub min_p: f32,
+    /// Penalty of repeated tokens (1: off).
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub repeat_penalty: f32,
+    /// Tokens the repeat penalty looks back over (0: off, -1: the context).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        allow_negative_numbers = true
+    )]
+    pub repeat_last_n: i64,
+    /// A system message for the chat template.
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
+    /// Send the prompt as it is: no chat template, special-token texts not parsed.
+    #[arg(long)]
+    pub raw: bool,
+    /// Print the prompt's tokens, the end-of-generation set and the first
+    /// steps' top 5 to stderr.
+    #[arg(long)]
+    pub verbose_prompt: bool,
+    /// Print one JSON object (prompt and generated ids, text, top 5 per
+    /// step, timings) instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+    /// KV cache element type.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub kv_type: KvTypeArg,
+}
+
+/// `N >= 1`.
+pub fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number >= 1")),
+    }
+}
+
+/// Why generation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// An end-of-generation token (not part of the output).
+    Eog(u32),
+    /// `-n` tokens.
+    Length,
+    /// The context is full.
+    Context,
+}
+
+/// Counts and wall times of a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    pub prefill_tokens: usize,
+    pub prefill: Duration,
+    pub decode_tokens: usize,
+    pub decode: Duration,
+}
+
+fn per_second(n: usize, d: Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        n as f64 / d.as_secs_f64()
+    }
+}
+
+impl Timings {
+    pub fn prefill_per_second(&self) -> f64 {
+        per_second(self.prefill_tokens, self.prefill)
+    }
+
+    pub fn decode_per_second(&self) -> f64 {
+        per_second(self.decode_tokens, self.decode)
+    }
+}
+
+/// One sampling step's best raw logits.
+type Top = Vec<(u32, f32)>;
+
+/// Runs generation as `args` says; text (or JSON) to `out`, the rest to
+/// stderr.
+pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let sampling = sampler_config(args, seed)?;
+    let text = prompt_text(args)?;
+    let path = args
+        .model
+        .as_ref()
+        .ok_or_else(|| CliError::Usage("no model: give -m MODEL".into()))?;
+    if args.n_predict < -1 {
+        return Err(CliError::Usage(format!(
+            "invalid -n {}: must be -1 (no limit) or a count >= 0",
+            args.n_predict
+        )));
+    }
+    if args.repeat_last_n < -1 {
+        return Err(CliError::Usage(format!(
+            "invalid --repeat-last-n {}: must be -1 (the context), 0 (off) or a count",
+            args.repeat_last_n
+        )));
+    }
+
+    let loaded = super::load::load(path, !args.raw)?;
+    let tok = &loaded.tokenizer;
+    let prompt = prompt::build(
+        tok,
+        loaded.template.as_ref(),
+        &text,
+        args.system_prompt.as_deref(),
+        args.raw,
+    )?;
+    super::load::check_context(&loaded.model, args.ctx_size, "-c")?;
+    let cfg = SessionConfig {
+        n_ctx: args.ctx_size,
+        kv_type: args.kv_type.into(),
+        threads: args.threads.unwrap_or(0),
+        ..SessionConfig::default()
+    };
+    let mut session = Session::new(loaded.model.clone(), &cfg)?;
+    let n_ctx = session.n_ctx();
+    if prompt.tokens.is_empty() {
+        return Err(CliError::Usage("the prompt is empty (no tokens)".into()));
+    }
+    if prompt.tokens.len() >= n_ctx {
+        return Err(CliError::Usage(format!(
+            "the prompt is {} tokens, the context holds {n_ctx}: give a larger -c or a shorter prompt",
+            prompt.tokens.len()
+        )));
+    }
+    let sampling = SamplerConfig {
+        repeat_last_n: match args.repeat_last_n {
+            -1 => n_ctx,
+            n => n as usize,
+        },
+        ..sampling
+    };
+    let mut sampler = Sampler::new(sampling)?;
+    if args.verbose_prompt {
+        let how = match (prompt.chat, args.raw) {
+            (true, _) => "chat template",
+            (false, true) => "raw",
+            (false, false) => "raw: the model has no chat template",
+        };
+        print_prompt(tok, &prompt, how);
+    }
+
+    for &t in &prompt.tokens {
+        sampler.accept(t);
+    }
+    let Outcome {
+        generated,
+        tops,
+        stop,
+        timings,
+    } = generate(&mut session, &mut sampler, tok, &prompt.tokens, args, out)?;
+
+    if args.json {
+        let text = tok.decode(&generated, false)?;
+        write_json(
+            out, tok, &prompt, &generated, &text, &tops, stop, seed, &timings,
+        )?;
+    }
+    if stop == Stop::Context {
+        eprintln!("(stopped: the context of {n_ctx} tokens is full)");
+    }
+    eprintln!(
+        "prefill: {} tokens in {:.3} s, {:.1} tokens/s",
+        timings.prefill_tokens,
+        timings.prefill.as_secs_f64(),
+        timings.prefill_per_second()
+    );
+    eprintln!(
+        "decode: {} tokens in {:.3} s, {:.1} tokens/s",
+        timings.decode_tokens,
+        timings.decode.as_secs_f64(),
+        timings.decode_per_second()
+    );
+    Ok(())
+}
+
+/// What a generation loop produced.
+struct Outcome {
+    /// Sampled tokens, the end-of-generation one excluded.
+    generated: Vec<u32>,
+    /// The top candidates of each step (every step with `--json`, the
+    /// first [`VERBOSE_STEPS`] with `--verbose-prompt` only).
+    tops: Vec<Top>,
+    stop: Stop,
+    timings: Timings,
+}
+
+/// Prefills `prompt`, then samples and decodes until a stop; streams the
+/// text to `out` unless `--json`.
+fn generate(
+    session: &mut Session,
+    sampler: &mut Sampler,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    args: &GenerateArgs,
+    out: &mut dyn Write,
+) -> Result<Outcome, CliError> {
+    let limit = usize::try_from(args.n_predict).unwrap_or(usize::MAX);
+    let n_ctx = session.n_ctx();
+    let mut stream = tok.stream_decoder(false);
+    let mut generated: Vec<u32> = Vec::new();
+    let mut tops: Vec<Top> = Vec::new();
+    let mut timings = Timings {
+        prefill_tokens: prompt.len(),
+        ..Timings::default()
+    };
+    let t0 = Instant::now();
+    let mut logits = session.prefill(prompt)?;
+    timings.prefill = t0.elapsed();
+    let stop = loop {
+        if generated.len() >= limit {
+            break Stop::Length;
+        }
+        let step = generated.len();
+        let verbose = args.verbose_prompt && step < VERBOSE_STEPS;
+        if args.json || verbose {
+            let top = top_n(logits, TOP);
+            if verbose {
+                print_top(tok, step, &top);
+            }
+            tops.push(top);
+        }
+        let next = sampler.sample(logits);
+        sampler.accept(next);
+        if tok.is_eog(next) {
+            break Stop::Eog(next);
+        }
+        generated.push(next);
+        if !args.json {
+            out.write_all(stream.push(next)?.as_bytes())?;
+            out.flush()?;
+        }
+        if generated.len() >= limit {
+            break Stop::Length;
+        }
+        if session.pos() >= n_ctx {
+            break Stop::Context;
+        }
+        let t = Instant::now();
+        logits = session.decode(next)?;
+        timings.decode += t.elapsed();
+        timings.decode_tokens += 1;
+    };
+    if !args.json {
+        writeln!(out, "{}", stream.finish())?;
+        out.flush()?;
+    }
+    Ok(Outcome {
+        generated,
+        tops,
+        stop,
+        timings,
+    })
+}
+
+/// The sampling flags, checked (the window is resolved once the context
+/// length is known).
+fn sampler_config(args: &GenerateArgs, seed: u64) -> Result<SamplerConfig, CliError> {
+    let cfg = SamplerConfig {
+        temp: args.temp,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repeat_penalty: args.repeat_penalty,
+        repeat_last_n: 0,
+        seed,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// `-p`, or the contents of `-f`.
+fn prompt_text(args: &GenerateArgs) -> Result<String, CliError> {
+    match (&args.prompt, &args.file) {
+        (Some(p), _) => Ok(p.clone()),
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))
+        }
+        (None, None) => Err(CliError::Usage(
+            "no prompt: give -p PROMPT or -f FILE".into(),
+        )),
+    }
+}
+
+/// A seed for a run without `-s`: the clock mixed with the process id.
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut s = nanos ^ (u64::from(std::process::id()) << 32);
+    crate::synth::rng::splitmix64(&mut s)
+}
+
+/// A token's text for people: control tokens shown, invalid UTF-8 as U+FFFD.
+fn piece(tok: &Tokenizer, id: u32) -> String {
+    tok.token_to_piece(id, true)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
+}
+
+fn print_prompt(tok: &Tokenizer, prompt: &Prompt, how: &str) {
+    eprintln!("prompt ({how}): {} tokens", prompt.tokens.len());
+    for &id in &prompt.tokens {
+        eprintln!("{id:>8} {:?}", piece(tok, id));
+    }
+    let eog: Vec<String> = tok
+        .eog_ids()
+        .iter()
+        .map(|&id| format!("{id} {:?}", piece(tok, id)))
+        .collect();
+    eprintln!("end of generation: {}", eog.join(", "));
+}
+
+fn print_top(tok: &Tokenizer, step: usize, top: &Top) {
+    let cells: Vec<String> = top
+        .iter()
+        .map(|&(id, l)| format!("{id} {:?} {l:.3}", piece(tok, id)))
+        .collect();
+    eprintln!("step {step}: {}", cells.join(" | "));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_json(
+    out: &mut dyn Write,
+    tok: &Tokenizer,
+    prompt: &Prompt,
+    generated: &[u32],
+    text: &str,
+    tops: &[Top],
+    stop: Stop,
+    seed: u64,
+    t: &Timings,
+) -> Result<(), CliError> {
+    let top5: Vec<serde_json::Value> = tops
+        .iter()
+        .map(|top| {
+            top.iter()
+                .map(|&(id, logit)| json!({ "id": id, "piece": piece(tok, id), "logit": logit }))
+                .collect()
+        })
+        .collect();
+    let (stop, stop_token) = match stop {
+        Stop::Eog(id) => ("eog", Some(id)),
+        Stop::Length => ("length", None),
+        Stop::Context => ("context", None),
+    };
+    let v = json!({
+        "prompt_tokens": prompt.tokens,
+        "chat": prompt.chat,
+        "generated": generated,
+        "text": text,
+        "stop": stop,
+        "stop_token": stop_token,
+        "seed": seed,
+        "top5": top5,
+        "timings": {
+            "prefill_tokens": t.prefill_tokens,
+            "prefill_seconds": t.prefill.as_secs_f64(),
+            "prefill_tokens_per_second": t.prefill_per_second(),
+            "decode_tokens": t.decode_tokens,
+            "decode_seconds": t.decode.as_secs_f64(),
+            "decode_tokens_per_second": t.decode_per_second(),
+        },
+    });
+    serde_json::to_writer(&mut *out, &v)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,459 @@
+//! `sharpi -m MODEL -p PROMPT` and `sharpi bench` as processes on the real
+//! models: greedy continuations, the JSON shape, chat mode stopping at the
+//! end-of-turn token, seeds, and one-line errors (exit code 1, or 2 for an
+//! argument clap refuses) for bad input.
+
+#[path = "gguf_support/mod.rs"]
+mod gguf_support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use engine::gguf::{GgufWriter, Value};
+use gguf_support::{model_path, GEMMA3, SMOLLM2};
+
+fn sharpi(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sharpi"))
+        .args(args)
+        .output()
+        .expect("run sharpi")
+}
+
+fn path(name: &str) -> String {
+    model_path(name).to_str().unwrap().to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+/// One stderr line starting "sharpi: error: ", exit code `code`.
+fn assert_one_line_error(o: &Output, code: i32, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(err.starts_with("sharpi: error: "), "{err:?}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+    assert!(o.stdout.is_empty(), "stdout: {:?}", o.stdout);
+}
+
+#[test]
+fn smollm2_greedy_raw_says_paris() {
+    let m = path(SMOLLM2);
+    let o = sharpi(&[
+        "-m",
+        &m,
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "8",
+    ]);
+    let text = stdout(&o);
+    assert!(text.starts_with(" Paris"), "{text:?}");
+    // Counts and speeds on stderr.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("prefill: 5 tokens"), "{err}");
+    assert!(err.contains("decode: 7 tokens"), "{err}");
+    assert!(err.contains("tokens/s"), "{err}");
+    // `run` is the same command.
+    let o = sharpi(&[
+        "run",
+        "-m",
+        &m,
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "8",
+    ]);
+    assert_eq!(stdout(&o), text);
+}
+
+#[test]
+fn gemma3_greedy_raw_counts_on() {
+    let o = sharpi(&[
+        "-m",
+        &path(GEMMA3),
+        "-p",
+        "1, 2, 3, 4, 5,",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "8",
+    ]);
+    let text = stdout(&o);
+    assert!(text.starts_with(" 6, 7, 8"), "{text:?}");
+}
+
+#[test]
+fn json_has_ids_text_top5_and_timings() {
+    let o = sharpi(&[
+        "-m",
+        &path(GEMMA3),
+        "-p",
+        "1, 2, 3, 4, 5,",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+        "--json",
+        "-t",
+        "1",
+    ]);
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 1, "one object on one line: {out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // "1, 2, 3, 4, 5," with Gemma's BOS (see model_real.rs).
+    let ids = |k: &str| -> Vec<u64> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("{k} is an array"))
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        ids("prompt_tokens"),
+        [
+            2, 236770, 236764, 236743, 236778, 236764, 236743, 236800, 236764, 236743, 236812,
+            236764, 236743, 236810, 236764
+        ]
+    );
+    let generated = ids("generated");
+    // Gemma writes " 6," as "▁", "6", ",".
+    assert_eq!(generated.len(), 6);
+    assert_eq!(v["text"], " 6, 7,");
+    assert_eq!(v["stop"], "length");
+    assert_eq!(v["chat"], false);
+    assert!(v["seed"].is_u64());
+    let top5 = v["top5"].as_array().unwrap();
+    assert_eq!(top5.len(), 6, "one entry per sampled token");
+    for (step, top) in top5.iter().enumerate() {
+        let top = top.as_array().unwrap();
+        assert_eq!(top.len(), 5);
+        // Greedy: the chosen token is the first of the top 5.
+        assert_eq!(top[0]["id"].as_u64(), Some(generated[step]));
+        let logits: Vec<f64> = top.iter().map(|c| c["logit"].as_f64().unwrap()).collect();
+        assert!(logits.windows(2).all(|w| w[0] >= w[1]), "{logits:?}");
+        assert!(top.iter().all(|c| c["piece"].is_string()));
+    }
+    assert_eq!(top5[0][0]["piece"], " ");
+    let t = &v["timings"];
+    assert_eq!(t["prefill_tokens"], 15);
+    // The last token is not fed back.
+    assert_eq!(t["decode_tokens"], 5);
+    for k in [
+        "prefill_seconds",
+        "prefill_tokens_per_second",
+        "decode_seconds",
+        "decode_tokens_per_second",
+    ] {
+        assert!(t[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {t}");
+    }
+}
+
+#[test]
+fn smollm2_chat_answers_and_stops_at_im_end() {
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "What is 2 + 2?",
+        "--temp",
+        "0",
+        "-n",
+        "200",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["chat"], true);
+    // ChatML: <|im_start|> (1) opens the prompt, which ends with the
+    // assistant turn's header "<|im_start|>assistant\n".
+    let prompt: Vec<u64> = v["prompt_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(prompt[0], 1);
+    assert_eq!(prompt[prompt.len() - 4..], [1, 520, 9531, 198]);
+    let text = v["text"].as_str().unwrap();
+    assert!(!text.trim().is_empty(), "{v}");
+    assert_eq!(v["stop"], "eog", "{v}");
+    assert_eq!(v["stop_token"], 2, "<|im_end|>");
+    assert!(!text.contains("<|im_end|>"));
+}
+
+#[test]
+fn system_prompt_goes_through_the_template() {
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "Hi",
+        "--system-prompt",
+        "You are a pirate.",
+        "--temp",
+        "0",
+        "-n",
+        "1",
+        "--verbose-prompt",
+    ]);
+    stdout(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("prompt (chat template)"), "{err}");
+    assert!(err.contains("\" pirate\""), "{err}");
+    // The default system message of SmolLM2's template is replaced.
+    assert!(!err.contains("\"ugging\""), "{err}");
+    assert!(
+        err.contains("end of generation: 0 \"<|endoftext|>\", 2 \"<|im_end|>\""),
+        "{err}"
+    );
+    assert!(err.contains("step 0: "), "{err}");
+}
+
+#[test]
+fn a_seed_gives_the_same_tokens() {
+    let run = |seed: &str| {
+        let o = sharpi(&[
+            "-m",
+            &path(SMOLLM2),
+            "-p",
+            "Once upon a time",
+            "--raw",
+            "-n",
+            "12",
+            "-s",
+            seed,
+            "--temp",
+            "1.2",
+            "--top-k",
+            "0",
+            "--top-p",
+            "1",
+            "--min-p",
+            "0",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["seed"].as_u64(), Some(seed.parse().unwrap()));
+        v["generated"].clone()
+    };
+    let a = run("42");
+    assert_eq!(a, run("42"));
+    // A different seed gives a different draw (12 tokens at temperature 1.2
+    // over the whole vocabulary: equal by chance is vanishingly unlikely).
+    assert_ne!(a, run("43"));
+}
+
+#[test]
+fn prompt_from_a_file_and_f16_cache() {
+    let dir = std::env::temp_dir().join(format!("sharpi-cli-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("prompt.txt");
+    std::fs::write(&f, "The capital of France is").unwrap();
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-f",
+        f.to_str().unwrap(),
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "2",
+        "--kv-type",
+        "f16",
+    ]);
+    assert!(stdout(&o).starts_with(" Paris"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn context_full_stops_generation() {
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-c",
+        "8",
+        "-n",
+        "-1",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["stop"], "context");
+    // 5 prompt tokens and 3 generated ones fill the 8 positions; the last
+    // position's logits give a 4th token, which has no room to be fed back.
+    assert_eq!(v["generated"].as_array().unwrap().len(), 4);
+    assert_eq!(v["timings"]["decode_tokens"], 3);
+}
+
+/// A GGUF of an architecture sharpi does not run.
+fn unsupported_model() -> PathBuf {
+    let p = std::env::temp_dir().join(format!("sharpi-cli-gen-bert-{}.gguf", std::process::id()));
+    let mut w = GgufWriter::new();
+    w.set("general.architecture", Value::String("bert".into()))
+        .unwrap();
+    w.write_file(&p).unwrap();
+    p
+}
+
+#[test]
+fn bad_input_is_a_one_line_error() {
+    let m = path(SMOLLM2);
+    let o = sharpi(&["-m", "/nonexistent/model.gguf", "-p", "hi"]);
+    assert_one_line_error(&o, 1, "/nonexistent/model.gguf");
+    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    assert_one_line_error(&sharpi(&["-m", readme, "-p", "hi"]), 1, "not a GGUF file");
+    let bert = unsupported_model();
+    let o = sharpi(&["-m", bert.to_str().unwrap(), "-p", "hi"]);
+    std::fs::remove_file(&bert).unwrap();
+    assert_one_line_error(&o, 1, "unsupported architecture \"bert\"");
+    let long = "one two three four five six seven eight nine ten";
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", long, "--raw", "-c", "8"]),
+        1,
+        "the prompt is 10 tokens, the context holds 8",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--temp", "-1"]),
+        1,
+        "invalid --temp -1",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--top-p", "2"]),
+        1,
+        "invalid --top-p 2",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--min-p", "-0.5"]),
+        1,
+        "invalid --min-p -0.5",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--repeat-penalty", "0"]),
+        1,
+        "invalid --repeat-penalty 0",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "-n", "-2"]),
+        1,
+        "invalid -n -2",
+    );
+    assert_one_line_error(&sharpi(&["-m", &m]), 1, "no prompt");
+    assert_one_line_error(&sharpi(&["-p", "hi"]), 1, "no model");
+    assert_one_line_error(&sharpi(&["-m", &m, "-p", "", "--raw"]), 1, "empty");
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--raw", "--system-prompt", "x"]),
+        1,
+        "--system-prompt",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &path(GEMMA3), "-p", "hi", "--system-prompt", "x"]),
+        1,
+        "has none",
+    );
+    // Values clap refuses: exit code 2.
+    assert_one_line_error(&sharpi(&["-m", &m, "-p", "hi", "-t", "0"]), 2, "--threads");
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--kv-type", "q8"]),
+        2,
+        "--kv-type",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--top-k", "x"]),
+        2,
+        "--top-k",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "inspect", "x"]),
+        2,
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn bench_prints_prefill_and_decode_rates() {
+    let o = sharpi(&[
+        "bench",
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "16",
+        "-n",
+        "4",
+        "-r",
+        "1",
+        "-t",
+        "1",
+    ]);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].contains("llama (30 layers)"), "{out}");
+    assert!(lines[1].starts_with("prefill 16"), "{out}");
+    assert!(lines[2].starts_with("decode 4"), "{out}");
+    assert!(lines[1].contains("(median of 1;"), "{out}");
+}
+
+#[test]
+fn chat_prompt_starts_with_one_bos() {
+    use engine::chat::ChatTemplate;
+    use engine::cli::prompt;
+    use engine::gguf::GgufFile;
+    use engine::tokenizer::Tokenizer;
+    // Gemma's tokenizer adds a BOS (2); a Gemma-style template writes
+    // `bos_token` itself: the rendered one is dropped, as llama.cpp does.
+    let file = GgufFile::open(&model_path(GEMMA3)).unwrap();
+    let tok = Tokenizer::from_gguf(&file).unwrap();
+    assert!(tok.add_bos());
+    let src = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n\
+               {{ m.content }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n";
+    let t = ChatTemplate::new(src, "<bos>", "<eos>").unwrap();
+    let p = prompt::build(&tok, Some(&t), "Hi", None, false).unwrap();
+    assert!(p.chat);
+    assert_eq!(p.tokens[0], 2);
+    assert_ne!(p.tokens[1], 2);
+    assert!(
+        p.text.starts_with("<start_of_turn>user\nHi"),
+        "{:?}",
+        p.text
+    );
+    // Special-token texts in the template are parsed: <end_of_turn> is 106.
+    assert!(p.tokens.contains(&106));
+    // Raw: the same text stays text.
+    let raw = prompt::build(&tok, Some(&t), "<end_of_turn>", None, true).unwrap();
+    assert!(!raw.chat);
+    assert_eq!(raw.tokens[0], 2);
+    assert!(!raw.tokens.contains(&106));
+
+    // SmolLM2 adds no BOS: a template's BOS text is kept, as a token.
+    let file = GgufFile::open(&model_path(SMOLLM2)).unwrap();
+    let tok = Tokenizer::from_gguf(&file).unwrap();
+    assert!(!tok.add_bos());
+    let bos = tok.token_text(tok.bos().unwrap()).unwrap().to_string();
+    let t = ChatTemplate::new("{{ bos_token }}{{ messages[0].content }}", &bos, "").unwrap();
+    let p = prompt::build(&tok, Some(&t), "Hi", None, false).unwrap();
+    assert_eq!(p.tokens[0], tok.bos().unwrap());
+    assert_eq!(
+        p.tokens.iter().filter(|&&t| Some(t) == tok.bos()).count(),
+        1
+    );
+}
