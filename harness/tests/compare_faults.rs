@@ -1,29 +1,34 @@
-//! `harness compare` catches a RoPE pairing bug where it happens: SmolLM2
-//! (llama: NORM RoPE, adjacent pairs) run with NEOX pairing (halves) must
-//! fail, with the first divergence at layer 0's post-RoPE Q or K
-//! (llama.cpp's `Qcur-0#2` / `Kcur-0#2`), while the same run unedited
-//! passes. The swap goes through the engine's `ModelOptions::spec_edit`
-//! hook, so no model code knows about it. Uses the real thresholds
-//! (ci/thresholds.toml), so it also proves they are tight enough for this
-//! bug class.
+//! `harness compare` catches architecture-table bugs where they happen, with
+//! the real thresholds (ci/thresholds.toml), so these also prove the limits
+//! tight enough for the bug class:
+//! - SmolLM2 (llama: NORM RoPE, adjacent pairs) run with NEOX pairing
+//!   (halves) fails, first at layer 0's post-RoPE Q or K (llama.cpp's
+//!   `Qcur-0#2` / `Kcur-0#2`), while the same run unedited passes;
+//! - Gemma 3 run without its sliding-window pattern (every layer global,
+//!   so layer 0 takes the global RoPE base) fails at layer 0's RoPE too.
+//!
+//! The faults go through the engine's `ModelOptions::spec_edit` hook, so no
+//! model code knows about them.
 
 use std::path::{Path, PathBuf};
 
+use engine::model::spec::SwaRule;
 use engine::model::{ArchSpec, ModelOptions};
 use engine::ops::RopeStyle;
 use harness::compare::{self, Options, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+const GEMMA: &str = "gemma-3-270m-q4_k_m";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn options() -> Options {
+fn options(model: &str) -> Options {
     let repo = repo();
     let thresholds = Thresholds::load(&repo.join("ci/thresholds.toml")).unwrap();
     let mut o = Options::new(&repo, thresholds);
-    o.models = vec![SMOLLM2.into()];
+    o.models = vec![model.into()];
     // 5 tokens: RoPE rotates the last position's Q and K by angles up to
     // 4 radians, so the pairing matters.
     o.prompts = vec!["capital-france".into()];
@@ -39,7 +44,7 @@ fn neox(spec: &mut ArchSpec) {
 
 #[test]
 fn wrong_rope_pairing_diverges_first_at_layer_0_post_rope() {
-    let mut o = options();
+    let mut o = options(SMOLLM2);
     o.model_options = ModelOptions {
         spec_edit: Some(neox),
     };
@@ -74,9 +79,31 @@ fn wrong_rope_pairing_diverges_first_at_layer_0_post_rope() {
 
 #[test]
 fn the_unedited_model_passes_the_same_comparison() {
-    let report = compare::run(&options()).unwrap();
+    let report = compare::run(&options(SMOLLM2)).unwrap();
     assert!(report.passed(), "{}", report.table());
     let p = &report.models[0].prompts[0];
     assert!(p.tokens.as_ref().unwrap().exact());
     assert_eq!(p.greedy.as_ref().unwrap().agree, 4);
+}
+
+fn all_global(spec: &mut ArchSpec) {
+    spec.swa = SwaRule::None;
+}
+
+#[test]
+fn gemma_without_its_sliding_window_pattern_diverges_at_layer_0() {
+    let mut o = options(GEMMA);
+    o.model_options = ModelOptions {
+        spec_edit: Some(all_global),
+    };
+    let report = compare::run(&o).unwrap();
+    assert!(!report.passed(), "{}", report.table());
+    let p = &report.models[0].prompts[0];
+    let first = p.taps.as_ref().unwrap().first_divergence.as_ref().unwrap();
+    assert_eq!(
+        (first.layer, first.op.as_str()),
+        (Some(0), "ROPE"),
+        "{}",
+        report.table()
+    );
 }
