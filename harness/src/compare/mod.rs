@@ -109,7 +109,9 @@ impl Serialize for Path {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
-    /// "greedy", "tokenizer", "chat", "model", "path", "thresholds".
+    /// "greedy", "tokenizer", "chat", "model", "engine" (the engine could
+    /// not run: a path not implemented, a backend error), "thresholds" (no
+    /// limits for the model and path).
     pub check: &'static str,
     pub detail: String,
 }

@@ -290,8 +290,12 @@ fn write_table(out: &mut String, rows: &[Vec<String>]) {
 /// Totals of one model, per path: all prompt positions' KLD and top-1, the
 /// ranges of tap and logits NMSE, greedy agreement.
 pub fn model_totals(m: &ModelReport) -> Vec<String> {
-    let mut paths: Vec<Path> = m.prompts.iter().map(|p| p.path).collect();
-    paths.dedup();
+    let mut paths: Vec<Path> = Vec::new();
+    for p in &m.prompts {
+        if !paths.contains(&p.path) {
+            paths.push(p.path);
+        }
+    }
     paths
         .into_iter()
         .filter_map(|path| {

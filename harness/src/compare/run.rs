@@ -16,9 +16,9 @@ use super::taps::TapSink;
 use super::thresholds::{Limits, Thresholds};
 use super::tokens::{self, PromptTokens};
 use super::{greedy, logits, taps, within, Failure, Path};
-use crate::reference::format::{ManifestModel, Positions, PromptCapture};
+use crate::reference::format::{Manifest, ManifestModel, Positions, PromptCapture};
 use crate::reference::writer::sha256_file;
-use crate::reference::{ModelRef, ReferenceData};
+use crate::reference::{ModelRef, PromptData, ReferenceData};
 
 /// Rows per forward pass by default. Each pass returns the logits of all
 /// its rows (every position's next-token distribution is compared), so
@@ -182,9 +182,12 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
             return r;
         }
     };
-    let template = chat_template(opts, model_ref, &gguf, &tok, &mut r);
+    let template = chat_template(model_ref, &gguf, &tok, &mut r);
     if opts.corpus {
         corpus_check(opts, model_ref, &tok, &mut r);
+        if let Some(t) = &template {
+            render_check(opts, model_ref, &gguf, t, &mut r);
+        }
     }
 
     if spec::lookup(&entry.architecture).is_none() {
@@ -209,10 +212,14 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
         if !opts.prompts.is_empty() && !opts.prompts.contains(&prompt.id) {
             continue;
         }
-        let tokens = prompt_tokens(opts, manifest, prompt, model_ref, &tok, template.as_ref());
+        let data = model_ref.load_prompt(&prompt.id).map_err(|e| e.to_string());
+        let tokens = data
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|d| prompt_tokens(opts, manifest, prompt, d, &tok, template.as_ref()));
         for &path in &opts.paths {
             let t0 = Instant::now();
-            let p = run_prompt(opts, model_ref, &model, prompt, path, &tokens);
+            let p = run_prompt(opts, model_ref.id(), &model, &data, prompt, path, &tokens);
             if opts.progress {
                 eprintln!(
                     "[compare] {} {} {}: {} in {:.1} s",
@@ -234,10 +241,10 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
     r
 }
 
-/// The model's chat template set up as the renders were made (None for a
-/// model without one; a failure when it has one we cannot load).
+/// The model's chat template, with `strftime_now` frozen where the renders
+/// froze it (None for a model without one; a failure when it has one we
+/// cannot load).
 fn chat_template(
-    opts: &Options,
     model_ref: ModelRef<'_>,
     gguf: &GgufFile,
     tok: &Tokenizer,
@@ -246,55 +253,55 @@ fn chat_template(
     if !model_ref.capture().model.has_chat_template {
         return None;
     }
-    let template = match ChatTemplate::from_gguf(gguf, tok) {
-        Ok(t) => t,
-        Err(e) => {
-            r.failures.push(Failure::new("chat", e.to_string()));
-            return None;
-        }
-    };
+    let loaded = ChatTemplate::from_gguf(gguf, tok)
+        .map_err(|e| e.to_string())
+        .and_then(|t| match model_ref.chat_renders() {
+            Ok(Some(renders)) => tokens::template_for_renders(t, &renders),
+            Ok(None) => Ok(t),
+            Err(e) => Err(e.to_string()),
+        });
+    loaded
+        .map_err(|e| r.failures.push(Failure::new("chat", e)))
+        .ok()
+}
+
+/// Every chat-template render, ours against Jinja2's.
+fn render_check(
+    opts: &Options,
+    model_ref: ModelRef<'_>,
+    gguf: &GgufFile,
+    template: &ChatTemplate,
+    r: &mut ModelReport,
+) {
     let renders = match model_ref.chat_renders() {
         Ok(Some(renders)) => renders,
-        Ok(None) => return Some(template),
-        Err(e) => {
-            r.failures.push(Failure::new("chat", e.to_string()));
-            return Some(template);
-        }
+        Ok(None) => return,
+        Err(e) => return r.failures.push(Failure::new("chat", e.to_string())),
     };
-    let template = match tokens::template_for_renders(template, &renders) {
-        Ok(t) => t,
-        Err(e) => {
-            r.failures.push(Failure::new("chat", e));
-            return None;
-        }
-    };
-    if opts.corpus {
-        let source = gguf
-            .get_str_opt(CHAT_TEMPLATE_KEY)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        match tokens::compare_renders(&opts.reference_dir, &renders, source, &template) {
-            Ok(c) => {
-                if let Some(m) = c.mismatches.first() {
-                    r.failures.push(Failure::new(
-                        "chat",
-                        format!(
-                            "{} of {} renders differ; first: {} (add_generation_prompt {}): {}",
-                            c.mismatches.len(),
-                            c.compared,
-                            m.id,
-                            m.add_generation_prompt,
-                            m.detail
-                        ),
-                    ));
-                }
-                r.chat = Some(c);
+    let source = gguf
+        .get_str_opt(CHAT_TEMPLATE_KEY)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    match tokens::compare_renders(&opts.reference_dir, &renders, source, template) {
+        Ok(c) => {
+            if let Some(m) = c.mismatches.first() {
+                r.failures.push(Failure::new(
+                    "chat",
+                    format!(
+                        "{} of {} renders differ; first: {} (add_generation_prompt {}): {}",
+                        c.mismatches.len(),
+                        c.compared,
+                        m.id,
+                        m.add_generation_prompt,
+                        m.detail
+                    ),
+                ));
             }
-            Err(e) => r.failures.push(Failure::new("chat", e)),
+            r.chat = Some(c);
         }
+        Err(e) => r.failures.push(Failure::new("chat", e)),
     }
-    Some(template)
 }
 
 /// The tokenizer corpus, line by line.
@@ -329,11 +336,12 @@ fn corpus_check(opts: &Options, model_ref: ModelRef<'_>, tok: &Tokenizer, r: &mu
     }
 }
 
+/// Our tokenization of a prompt's text against the captured ids.
 fn prompt_tokens(
     opts: &Options,
-    manifest: &crate::reference::format::Manifest,
+    manifest: &Manifest,
     prompt: &PromptCapture,
-    model_ref: ModelRef<'_>,
+    data: &PromptData,
     tok: &Tokenizer,
     template: Option<&ChatTemplate>,
 ) -> Result<PromptTokens, String> {
@@ -343,9 +351,6 @@ fn prompt_tokens(
         .find(|p| p.id == prompt.id)
         .ok_or_else(|| format!("prompt {} is not in the manifest", prompt.id))?;
     let text = tokens::prompt_text(&opts.reference_dir, &entry.file, prompt.kind, template)?;
-    let data = model_ref
-        .load_prompt(&prompt.id)
-        .map_err(|e| e.to_string())?;
     Ok(tokens::compare_prompt(&text, prompt, data.tokens(), tok))
 }
 
@@ -363,16 +368,18 @@ fn unlimited() -> Limits {
     }
 }
 
+/// One prompt on one path: its tokens, then the engine on the captured ids.
 fn run_prompt(
     opts: &Options,
-    model_ref: ModelRef<'_>,
+    model_id: &str,
     model: &Arc<Model>,
+    data: &Result<PromptData, String>,
     prompt: &PromptCapture,
     path: Path,
     tokens: &Result<PromptTokens, String>,
 ) -> PromptReport {
     let start = Instant::now();
-    let mut r = PromptReport::new(model_ref.id(), &prompt.id, path, prompt.n_tokens);
+    let mut r = PromptReport::new(model_id, &prompt.id, path, prompt.n_tokens);
     match tokens {
         Ok(t) => {
             if let Some(d) = &t.detail {
@@ -382,21 +389,24 @@ fn run_prompt(
         }
         Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
     }
-    let limits = match opts.thresholds.limits(model_ref.id(), path) {
+    let limits = match opts.thresholds.limits(model_id, path) {
         Some(l) => l.clone(),
         None => {
             r.failures.push(Failure::new(
                 "thresholds",
                 format!(
-                    "no limits for [{}.{path}] in {}: measured, not judged",
-                    model_ref.id(),
+                    "no limits for [{model_id}.{path}] in {}: measured, not judged",
                     opts.thresholds.source
                 ),
             ));
             unlimited()
         }
     };
-    if let Err(e) = engine_checks(opts, model_ref, model, prompt, path, &limits, &mut r) {
+    let checked = data
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|d| engine_checks(opts, model, d, prompt, path, &limits, &mut r));
+    if let Err(e) = checked {
         r.failures.push(Failure::new("engine", e));
     }
     r.seconds = start.elapsed().as_secs_f64();
@@ -406,16 +416,13 @@ fn run_prompt(
 /// Runs the engine on the captured ids and fills taps, logits and greedy.
 fn engine_checks(
     opts: &Options,
-    model_ref: ModelRef<'_>,
     model: &Arc<Model>,
+    data: &PromptData,
     prompt: &PromptCapture,
     path: Path,
     limits: &Limits,
     r: &mut PromptReport,
 ) -> Result<(), String> {
-    let data = model_ref
-        .load_prompt(&prompt.id)
-        .map_err(|e| e.to_string())?;
     let ids: Vec<u32> = data
         .tokens()
         .iter()
@@ -473,7 +480,7 @@ fn engine_checks(
 
     // Taps.
     if let Some(sink) = &sink {
-        let t = taps::compare(&data, &sink.taps, limits);
+        let t = taps::compare(data, &sink.taps, limits);
         if let Some(d) = &t.first_divergence {
             r.failures.push(Failure::new(
                 "taps",
