@@ -133,41 +133,10 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
         return r;
     };
 
-    // The file, as captured.
-    let file = opts.repo.join(&entry.file);
-    if !file.is_file() {
-        r.failures.push(Failure::new(
-            "model",
-            format!(
-                "{} is missing: run scripts/fetch-models and scripts/make-models",
-                file.display()
-            ),
-        ));
-        return r;
-    }
-    match sha256_file(&file) {
-        Ok(sha) if sha == entry.sha256 => {}
-        Ok(sha) => {
-            r.failures.push(Failure::new(
-                "model",
-                format!(
-                    "{}: SHA-256 {sha}, captured from {}",
-                    file.display(),
-                    entry.sha256
-                ),
-            ));
-            return r;
-        }
+    let gguf = match open_as_captured(opts, entry) {
+        Ok(g) => g,
         Err(e) => {
-            r.failures.push(Failure::new("model", e.to_string()));
-            return r;
-        }
-    }
-    let gguf = match GgufFile::open(&file) {
-        Ok(g) => Arc::new(g),
-        Err(e) => {
-            r.failures
-                .push(Failure::new("model", format!("{}: {e}", file.display())));
+            r.failures.push(Failure::new("model", e));
             return r;
         }
     };
@@ -202,43 +171,103 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
         Ok(m) => Arc::new(m),
         Err(e) => {
             r.failures
-                .push(Failure::new("model", format!("{}: {e}", file.display())));
+                .push(Failure::new("model", format!("{}: {e}", entry.file)));
             return r;
         }
     };
 
-    let manifest = data.manifest();
+    let ctx = ModelCtx {
+        opts,
+        manifest: data.manifest(),
+        model_ref,
+        model,
+        tok,
+        template,
+    };
     for prompt in model_ref.prompts() {
-        if !opts.prompts.is_empty() && !opts.prompts.contains(&prompt.id) {
-            continue;
-        }
-        let data = model_ref.load_prompt(&prompt.id).map_err(|e| e.to_string());
-        let tokens = data
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|d| prompt_tokens(opts, manifest, prompt, d, &tok, template.as_ref()));
-        for &path in &opts.paths {
-            let t0 = Instant::now();
-            let p = run_prompt(opts, model_ref.id(), &model, &data, prompt, path, &tokens);
-            if opts.progress {
-                eprintln!(
-                    "[compare] {} {} {}: {} in {:.1} s",
-                    entry.id,
-                    prompt.id,
-                    path,
-                    if p.failures.is_empty() {
-                        "pass"
-                    } else {
-                        "FAIL"
-                    },
-                    t0.elapsed().as_secs_f64()
-                );
-            }
-            r.prompts.push(p);
+        if opts.prompts.is_empty() || opts.prompts.contains(&prompt.id) {
+            r.prompts.extend(ctx.run_prompt_paths(prompt));
         }
     }
     r.seconds = start.elapsed().as_secs_f64();
     r
+}
+
+/// The model file at `entry.file`, checked to be the file llama.cpp ran.
+fn open_as_captured(opts: &Options, entry: &ManifestModel) -> Result<Arc<GgufFile>, String> {
+    let file = opts.repo.join(&entry.file);
+    if !file.is_file() {
+        return Err(format!(
+            "{} is missing: run scripts/fetch-models and scripts/make-models",
+            file.display()
+        ));
+    }
+    let sha = sha256_file(&file).map_err(|e| e.to_string())?;
+    if sha != entry.sha256 {
+        return Err(format!(
+            "{}: SHA-256 {sha}, captured from {}",
+            file.display(),
+            entry.sha256
+        ));
+    }
+    GgufFile::open(&file)
+        .map(Arc::new)
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// What every prompt of one model needs.
+struct ModelCtx<'a> {
+    opts: &'a Options,
+    manifest: &'a Manifest,
+    model_ref: ModelRef<'a>,
+    model: Arc<Model>,
+    tok: Tokenizer,
+    template: Option<ChatTemplate>,
+}
+
+impl ModelCtx<'_> {
+    /// One prompt: its tokens once, then the engine on each path.
+    fn run_prompt_paths(&self, prompt: &PromptCapture) -> Vec<PromptReport> {
+        let opts = self.opts;
+        let data = self
+            .model_ref
+            .load_prompt(&prompt.id)
+            .map_err(|e| e.to_string());
+        let tokens = data.as_ref().map_err(Clone::clone).and_then(|d| {
+            prompt_tokens(
+                opts,
+                self.manifest,
+                prompt,
+                d,
+                &self.tok,
+                self.template.as_ref(),
+            )
+        });
+        let mut out = Vec::new();
+        for &path in &opts.paths {
+            let p = run_prompt(
+                opts,
+                self.model_ref.id(),
+                &self.model,
+                &data,
+                prompt,
+                path,
+                &tokens,
+            );
+            if opts.progress {
+                eprintln!(
+                    "[compare] {} {} {}: {} in {:.1} s",
+                    p.model,
+                    p.prompt,
+                    path,
+                    if p.passed() { "pass" } else { "FAIL" },
+                    p.seconds
+                );
+            }
+            out.push(p);
+        }
+        out
+    }
 }
 
 /// The model's chat template, with `strftime_now` frozen where the renders
