@@ -1,0 +1,165 @@
+//! `harness compare` as a command (exit status, table, JSON) and its rules
+//! for models it cannot run: an architecture the engine does not implement
+//! is skipped (a line, not a failure) unless named with `--model`; a model
+//! without limits is measured and fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::compare::{self, Options, Thresholds};
+
+const GEMMA: &str = "gemma-3-270m-q4_k_m";
+const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn harness(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("compare")
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sharpi-compare-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn exit_status_table_and_json() {
+    let dir = temp_dir("cli");
+    let json = dir.join("report.json");
+    let (code, out, err) = harness(&[
+        "--model",
+        SMOLLM2,
+        "--prompt",
+        "once-upon",
+        "--no-corpus",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("once-upon") && out.contains("PASS"), "{out}");
+    assert!(out.contains("all checks passed"), "{out}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let p = &report["models"][0]["prompts"][0];
+    assert_eq!(p["prompt"], "once-upon");
+    assert_eq!(p["path"], "cpu");
+    // the 2-token prompt: the same logits as llama.cpp, bit for bit
+    assert_eq!(p["logits"]["nmse"], 0.0);
+    assert_eq!(p["logits"]["per_position"].as_array().unwrap().len(), 2);
+    assert!(p["taps"]["rows"].as_array().unwrap().len() > 300);
+
+    // No limits for the model: measured, reported, exit 1.
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let (code, out, _) = harness(&[
+        "--model",
+        SMOLLM2,
+        "--prompt",
+        "once-upon",
+        "--no-corpus",
+        "--thresholds",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("thresholds: no limits for [smollm2-135m-instruct-q4_1.cpu]"),
+        "{out}"
+    );
+
+    // Setup errors: exit 2, one line.
+    let (code, _, err) = harness(&["--model", "no-such-model"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no model \"no-such-model\""), "{err}");
+    let (code, _, err) = harness(&["--paths", "vulkan"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown path"), "{err}");
+
+    // A path that parses but is not implemented yet: a failure, not a skip.
+    let (code, out, _) = harness(&[
+        "--model",
+        SMOLLM2,
+        "--prompt",
+        "once-upon",
+        "--no-corpus",
+        "--paths",
+        "cpu,gpu",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("path gpu is not implemented yet"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A copy of reference-data/ (links to its files) whose manifest says
+/// Gemma's architecture is `arch`.
+fn reference_with_arch(arch: &str) -> PathBuf {
+    let src = repo().join("reference-data");
+    let dir = temp_dir(&format!("ref-{arch}"));
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "manifest.json" {
+            std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("manifest.json")).unwrap()).unwrap();
+    for m in manifest["models"].as_array_mut().unwrap() {
+        if m["id"] == GEMMA {
+            m["architecture"] = arch.into();
+        }
+    }
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn unsupported_architectures_are_skipped_unless_named() {
+    let repo = repo();
+    let thresholds = Thresholds::load(&repo.join("ci/thresholds.toml")).unwrap();
+    let mut o = Options::new(&repo, thresholds);
+    o.reference_dir = reference_with_arch("qwen3");
+    o.verify_files = false;
+    o.prompts = vec!["once-upon".into()];
+
+    let report = compare::run(&o).unwrap();
+    let gemma = report.models.iter().find(|m| m.id == GEMMA).unwrap();
+    assert_eq!(
+        gemma.skipped.as_deref(),
+        Some("architecture qwen3 not implemented")
+    );
+    assert!(gemma.prompts.is_empty() && gemma.failures.is_empty());
+    // its tokenizer needs no forward pass: still compared
+    let t = gemma.tokenizer.as_ref().unwrap();
+    assert!(t.mismatches.is_empty() && t.compared > 800);
+    assert!(report.passed(), "{}", report.table());
+    assert!(report
+        .table()
+        .contains("skipped: architecture qwen3 not implemented"));
+
+    o.models = vec![GEMMA.into()];
+    o.corpus = false;
+    let report = compare::run(&o).unwrap();
+    assert!(!report.passed());
+    let f = &report.models[0].failures[0];
+    assert_eq!(
+        (f.check, f.detail.as_str()),
+        ("model", "architecture qwen3 not implemented")
+    );
+    std::fs::remove_dir_all(&o.reference_dir).unwrap();
+}
