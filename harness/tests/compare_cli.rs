@@ -83,6 +83,9 @@ fn exit_status_table_and_json() {
     let (code, _, err) = harness(&["--model", "no-such-model"]);
     assert_eq!(code, 2);
     assert!(err.contains("no model \"no-such-model\""), "{err}");
+    let (code, _, err) = harness(&["--prompt", "no-such-prompt"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no prompt \"no-such-prompt\""), "{err}");
     let (code, _, err) = harness(&["--paths", "vulkan"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unknown path"), "{err}");

@@ -100,6 +100,17 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             known.join(", ")
         ));
     }
+    if let Some(unknown) = opts
+        .prompts
+        .iter()
+        .find(|id| !manifest.prompts.iter().any(|p| &p.id == *id))
+    {
+        let known: Vec<&str> = manifest.prompts.iter().map(|p| p.id.as_str()).collect();
+        return Err(format!(
+            "no prompt {unknown:?} in the reference data; known: {}",
+            known.join(", ")
+        ));
+    }
     let mut report = Report {
         reference_dir: opts.reference_dir.display().to_string(),
         thresholds: opts.thresholds.source.clone(),
