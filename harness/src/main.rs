@@ -48,13 +48,13 @@ struct CompareArgs {
     /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// The limits, per model and path.
+    /// The limits, per model and path (relative to --repo).
     #[arg(long, default_value = "ci/thresholds.toml")]
     thresholds: PathBuf,
-    /// The reference data.
+    /// The reference data (relative to --repo).
     #[arg(long, default_value = "reference-data")]
     reference: PathBuf,
-    /// Repository root (model paths are relative to it).
+    /// Repository root (model paths are relative to it too).
     #[arg(long, default_value = ".")]
     repo: PathBuf,
     /// Greedy tokens compared at most per prompt (the capture has 32).
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
 
 fn compare(args: CompareArgs) -> ExitCode {
     use harness::compare::{self, Options, Thresholds};
-    let thresholds = match Thresholds::load(&args.thresholds) {
+    let thresholds = match Thresholds::load(&args.repo.join(&args.thresholds)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("harness compare: {e}");
