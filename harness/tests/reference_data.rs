@@ -11,7 +11,11 @@ use harness::reference::writer::sha256_hex;
 use harness::reference::{ReferenceData, TapSel};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+const SMOLLM2_Q4K: &str = "smollm2-135m-instruct-q4_k_m";
 const GEMMA: &str = "gemma-3-270m-q4_k_m";
+const QWEN3: &str = "synth-qwen3";
+const QWEN3MOE: &str = "synth-qwen3moe";
+const ALL_MODELS: [&str; 5] = [SMOLLM2, GEMMA, SMOLLM2_Q4K, QWEN3, QWEN3MOE];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reference-data")
@@ -37,16 +41,30 @@ fn manifest_lists_every_file_with_its_size_and_hash_and_stays_in_budget() {
     assert!(m.tokenizer_corpus.count >= 300);
     assert!(m.conversations.count >= 10);
     let models: Vec<&str> = m.models.iter().map(|m| m.id.as_str()).collect();
-    assert!(
-        models.contains(&SMOLLM2) && models.contains(&GEMMA),
-        "{models:?}"
-    );
+    assert_eq!(models, ALL_MODELS, "models.json order");
+    for id in ALL_MODELS {
+        assert!(data.model(id).is_some(), "{id} not captured");
+    }
     assert_eq!(m.total_bytes, m.files.iter().map(|f| f.bytes).sum::<u64>());
     assert!(
         m.total_bytes < 64 << 20,
         "reference data is {} bytes",
         m.total_bytes
     );
+    // everything under reference-data/ (README, manifest, quant/ ... too)
+    fn bytes_under(p: &std::path::Path) -> u64 {
+        let meta = std::fs::symlink_metadata(p).unwrap();
+        if meta.is_dir() {
+            std::fs::read_dir(p)
+                .unwrap()
+                .map(|e| bytes_under(&e.unwrap().path()))
+                .sum()
+        } else {
+            meta.len()
+        }
+    }
+    let all = bytes_under(&root());
+    assert!(all < 64 << 20, "reference-data/ holds {all} bytes");
     let paths: BTreeSet<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
     for model in data.models() {
         for p in model.prompts() {
@@ -72,7 +90,13 @@ fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
             "{}: EOS is not end-of-generation",
             model.id()
         );
-        assert!(model.prompts().count() >= 10, "{}", model.id());
+        let applicable = inputs::list_prompts(&root())
+            .unwrap()
+            .iter()
+            .filter(|p| p.kind == PromptKind::Text || c.model.has_chat_template)
+            .count();
+        assert!(applicable >= 10);
+        assert_eq!(model.prompts().count(), applicable, "{}", model.id());
         for info in model.prompts() {
             let what = format!("{}/{}", model.id(), info.id);
             let p = model.load_prompt(&info.id).unwrap();
@@ -118,6 +142,19 @@ fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
                 (last.ids, last.values, last.lse),
                 "{what}"
             );
+            // the first-token margin: top-1 minus top-2 there
+            assert_eq!(
+                info.first_token_margin,
+                last.values[0] - last.values[1],
+                "{what}"
+            );
+            if let Some(min) = c.model.min_first_token_margin {
+                assert!(
+                    f64::from(info.first_token_margin) >= min,
+                    "{what}: first-token margin {} < {min}",
+                    info.first_token_margin
+                );
+            }
 
             // greedy: each token is its step's argmax; step 0 is the last position
             let g = p.greedy_tokens();
@@ -154,6 +191,73 @@ fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
     }
 }
 
+/// Tap names every layer must have, per architecture (llama.cpp's names).
+fn layer_taps(arch: &str) -> Vec<&'static str> {
+    let mut names = vec![
+        "attn_norm",
+        "Qcur",
+        "Kcur",
+        "Vcur",
+        "kq",
+        "kq_soft_max",
+        "kqv",
+        "kqv_out",
+        "ffn_norm",
+        "l_out",
+    ];
+    match arch {
+        "llama" => names.extend([
+            "attn_out",
+            "ffn_inp",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_swiglu",
+            "ffn_out",
+        ]),
+        "gemma3" => names.extend([
+            "Qcur_normed",
+            "Kcur_normed",
+            "attn_post_norm",
+            "sa_out",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_geglu",
+            "ffn_out",
+            "ffn_post_norm",
+        ]),
+        "qwen3" => names.extend([
+            "Qcur_normed",
+            "Kcur_normed",
+            "ffn_inp",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_swiglu",
+            "ffn_out",
+        ]),
+        "qwen3moe" => names.extend([
+            "Qcur_normed",
+            "Kcur_normed",
+            "ffn_inp",
+            "ffn_moe_logits",
+            "ffn_moe_probs",
+            "ffn_moe_argsort",
+            "ffn_moe_topk",
+            "ffn_moe_weights",
+            "ffn_moe_weights_sum",
+            "ffn_moe_weights_sum_clamped",
+            "ffn_moe_weights_norm",
+            "ffn_moe_gate",
+            "ffn_moe_up",
+            "ffn_moe_swiglu",
+            "ffn_moe_down",
+            "ffn_moe_weighted",
+            "ffn_moe_out",
+        ]),
+        other => panic!("no tap list for architecture {other}"),
+    }
+    names
+}
+
 #[test]
 fn taps_cover_every_layer_and_have_the_catalog_shapes() {
     let data = data();
@@ -161,18 +265,10 @@ fn taps_cover_every_layer_and_have_the_catalog_shapes() {
         let c = model.capture();
         let n_layer = c.facts.n_layer;
         for l in 0..n_layer {
-            for base in [
-                "attn_norm",
-                "Qcur",
-                "Kcur",
-                "Vcur",
-                "kq_soft_max",
-                "ffn_norm",
-                "ffn_out",
-                "l_out",
-            ] {
+            for base in layer_taps(&c.model.architecture) {
+                let info = model.tap_info(base, Some(l), TapSel::Last);
                 assert!(
-                    model.tap_info(base, Some(l), TapSel::Last).is_some(),
+                    info.is_some_and(|t| t.is_recorded()),
                     "{}: no {base}-{l}",
                     model.id()
                 );
@@ -197,13 +293,51 @@ fn taps_cover_every_layer_and_have_the_catalog_shapes() {
         );
         let keys: BTreeSet<&str> = c.taps.iter().map(|t| t.key.as_str()).collect();
         assert_eq!(keys.len(), c.taps.len(), "{}: duplicate keys", model.id());
+        // unweighted norms are catalogued, not stored; their weighted tap is
+        for t in &c.taps {
+            let is_norm = t.op == "RMS_NORM" || t.op == "NORM";
+            assert_eq!(
+                is_norm,
+                !t.is_recorded(),
+                "{}: {} ({}) every norm is weighted by a named MUL",
+                model.id(),
+                t.key,
+                t.op
+            );
+            if let Some(w) = &t.weighted_tap {
+                let wt = c.taps.iter().find(|x| &x.key == w).unwrap();
+                assert!(wt.op == "MUL" && wt.is_recorded(), "{}: {w}", model.id());
+                assert_eq!(
+                    (wt.ne_one_token, wt.token_dim),
+                    (t.ne_one_token, t.token_dim)
+                );
+            }
+            if let Some([a, b]) = &t.derived_from {
+                for o in [a, b] {
+                    let ot = c.taps.iter().position(|x| &x.key == o).unwrap();
+                    let me = c.taps.iter().position(|x| x.key == t.key).unwrap();
+                    assert!(ot < me && c.taps[ot].is_recorded(), "{}: {o}", model.id());
+                }
+            }
+        }
+        // the residual sums are rebuilt from their operands
+        for (base, l) in [("l_out", 0), ("l_out", n_layer - 1)] {
+            let t = model.tap_info(base, Some(l), TapSel::Last).unwrap();
+            assert_eq!(t.op, "ADD", "{}", model.id());
+            assert!(t.derived_from.is_some(), "{}: {base}-{l}", model.id());
+        }
 
         let mut all_positions = 0;
+        let mut tapped = 0;
         for info in model.prompts() {
             let what = format!("{}/{}", model.id(), info.id);
             if !info.taps_recorded {
+                let p = model.load_prompt(&info.id).unwrap();
+                assert!(p.arrays.taps.is_empty(), "{what}");
+                assert!(info.tap_aliases.is_empty(), "{what}");
                 continue;
             }
+            tapped += 1;
             if info.tap_positions == Positions::All {
                 all_positions += 1;
             }
@@ -213,28 +347,89 @@ fn taps_cover_every_layer_and_have_the_catalog_shapes() {
             );
             assert_eq!(info.kv_len, Some(info.n_tokens as u64), "{what}");
             let p = model.load_prompt(&info.id).unwrap();
+            let mut derived = 0;
             for t in &c.taps {
-                let tap = p
-                    .tap_by_key(&t.key)
-                    .unwrap_or_else(|| panic!("{what}: no tap {}", t.key));
+                let tap = p.tap_by_key(&t.key);
+                if !t.is_recorded() {
+                    assert!(tap.is_none(), "{what}: {} stored", t.key);
+                    continue;
+                }
+                let tap = tap.unwrap_or_else(|| panic!("{what}: no tap {}", t.key));
                 assert_eq!(tap.ne, expected_ne(t, info), "{what}: {}", t.key);
                 assert!(
                     tap.data.iter().all(|v| !v.is_nan()),
                     "{what}: NaN in {}",
                     t.key
                 );
+                if t.derived_from.is_some() && !p.arrays.taps.contains_key(&t.key) {
+                    derived += 1;
+                }
             }
             // the logits tap is the stored last-position logits
             let (_, out) = p.tap("result_output", None, TapSel::Last).unwrap();
             assert_eq!(out.data, p.last_logits(), "{what}");
-            // every catalog entry is stored or aliased, nothing else
+            // every recorded catalog entry is stored, aliased or derived
             assert_eq!(
-                p.arrays.taps.len() + info.tap_aliases.len(),
-                c.taps.len(),
+                p.arrays.taps.len() + info.tap_aliases.len() + derived,
+                c.taps.iter().filter(|t| t.is_recorded()).count(),
                 "{what}"
             );
         }
         assert_eq!(all_positions, 1, "{}: one all-positions prompt", model.id());
+        match &c.model.tap_prompts {
+            Some(ids) => assert_eq!(tapped, ids.len(), "{}", model.id()),
+            None => assert_eq!(tapped, model.prompts().count(), "{}", model.id()),
+        }
+    }
+}
+
+#[test]
+fn moe_routing_taps_are_consistent() {
+    let data = data();
+    let moe = data.model(QWEN3MOE).unwrap();
+    let c = moe.capture();
+    assert_eq!(c.model.min_first_token_margin, Some(0.5));
+    assert_eq!(
+        data.model(QWEN3)
+            .unwrap()
+            .capture()
+            .model
+            .min_first_token_margin,
+        Some(0.5)
+    );
+    for info in moe.prompts() {
+        let what = format!("{QWEN3MOE}/{}", info.id);
+        let p = moe.load_prompt(&info.id).unwrap();
+        for l in 0..c.facts.n_layer {
+            let get = |base: &str| p.tap(base, Some(l), TapSel::Last).unwrap().1;
+            let (probs, argsort, topk) = (
+                get("ffn_moe_probs"),
+                get("ffn_moe_argsort"),
+                get("ffn_moe_topk"),
+            );
+            let (weights, norm) = (get("ffn_moe_weights"), get("ffn_moe_weights_norm"));
+            let n_expert = probs.ne[0];
+            let used = topk.ne[0];
+            assert!(used < n_expert, "{what}");
+            for (i, row) in probs.data.chunks(n_expert).enumerate() {
+                let sum: f32 = row.iter().sum();
+                assert!(
+                    (sum - 1.0).abs() < 1e-4,
+                    "{what} layer {l}: probs sum {sum}"
+                );
+                let ids = &topk.data[i * used..(i + 1) * used];
+                // the top-k ids are the first of the argsort, by falling probability
+                assert_eq!(ids, &argsort.data[i * n_expert..i * n_expert + used]);
+                let w: Vec<f32> = ids.iter().map(|&e| row[e as usize]).collect();
+                assert!(w.windows(2).all(|x| x[0] >= x[1]), "{what} layer {l}");
+                assert_eq!(w, &weights.data[i * used..(i + 1) * used], "{what}");
+                let n: f32 = norm.data[i * used..(i + 1) * used].iter().sum();
+                assert!(
+                    (n - 1.0).abs() < 1e-5,
+                    "{what} layer {l}: weights_norm sum {n}"
+                );
+            }
+        }
     }
 }
 
@@ -282,6 +477,22 @@ fn sanity_continuations_match_what_llama_cpp_is_known_to_produce() {
         capital.greedy.text.starts_with(" Paris."),
         "{:?}",
         capital.greedy.text
+    );
+    // our Q4_K_M requantization of the same weights keeps both answers
+    let q4k = data.model(SMOLLM2_Q4K).unwrap();
+    let capital = q4k.prompt("capital-france").unwrap();
+    assert!(
+        capital.greedy.text.starts_with(" Paris."),
+        "{:?}",
+        capital.greedy.text
+    );
+    let chat = q4k.prompt("chat-system-user").unwrap();
+    assert!(chat.greedy.text.contains("Paris"), "{:?}", chat.greedy.text);
+    let counting = q4k.prompt("counting").unwrap();
+    assert!(
+        counting.greedy.text.starts_with(" 6, 7, 8, 9, 10,"),
+        "{:?}",
+        counting.greedy.text
     );
     let gemma = data.model(GEMMA).unwrap();
     let counting = gemma.prompt("counting").unwrap();
@@ -332,6 +543,11 @@ fn tokenizer_captures_cover_the_corpus() {
     let i = lines.iter().position(|l| *l == "<|im_start|>").unwrap();
     assert_eq!(smol.lines[i].special, vec![1]);
     assert!(smol.lines[i].plain.len() > 1);
+    // the requantized and the synthetic models carry SmolLM2's tokenizer
+    for id in [SMOLLM2_Q4K, QWEN3, QWEN3MOE] {
+        let t = data.model(id).unwrap().tokenizer().unwrap();
+        assert_eq!((&t.whole, &t.lines), (&smol.whole, &smol.lines), "{id}");
+    }
     // Gemma: "<start_of_turn>" likewise (after BOS)
     let gemma = data.model(GEMMA).unwrap().tokenizer().unwrap();
     let i = lines.iter().position(|l| *l == "<start_of_turn>").unwrap();

@@ -30,6 +30,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::metrics::max_abs_diff;
 use crate::reference::arrays::{PromptArrays, Tap, TopKTable};
+use crate::reference::format::elementwise_op;
 use crate::reference::format::{
     CaptureConfig, GreedyStop, GreedySummary, LlamaCppInfo, ModelCapture, ModelEntry, ModelsFile,
     Positions, PromptCapture, PromptKind, RunSettings, TapInfo, TokenizedText, TokenizerCapture,
@@ -330,7 +331,7 @@ fn capture_model(
         let record_taps = entry
             .tap_prompts
             .as_ref()
-            .map_or(true, |ids| ids.contains(&run.source.id));
+            .is_none_or(|ids| ids.contains(&run.source.id));
         let (arrays, summary) = capture_prompt(
             &model,
             ctx_settings,
@@ -350,6 +351,23 @@ fn capture_model(
             file: rel,
             ..summary
         });
+    }
+
+    if let Some(min) = entry.min_first_token_margin {
+        let low: Vec<String> = captures
+            .iter()
+            .filter(|p| f64::from(p.first_token_margin) < min)
+            .map(|p| format!("{} {:.3}", p.id, p.first_token_margin))
+            .collect();
+        if !low.is_empty() {
+            bar.abandon();
+            return err(format!(
+                "{id}: first-token top-1/top-2 logit margin below the required {min} on {} of {} prompts: {} (the model's logits are too flat to compare greedy continuations)",
+                low.len(),
+                captures.len(),
+                low.join(", ")
+            ));
+        }
     }
 
     bar.set_message("tokenizer corpus");
@@ -397,10 +415,15 @@ fn capture_model(
         .filter_map(|e| e.ok()?.metadata().ok())
         .map(|m| m.len())
         .sum();
+    let margins = capture.prompts.iter().map(|p| p.first_token_margin);
     eprintln!(
-        "capture: {id}: {} prompts, {} taps per prompt, {:.2} MiB, {:.0} s",
+        "capture: {id}: {} prompts, {} named graph tensors ({} unweighted norms not stored, {} rebuilt from operands), first-token margin {:.3}..{:.3}, {:.2} MiB, {:.0} s",
         capture.prompts.len(),
         capture.taps.len(),
+        capture.taps.iter().filter(|t| !t.is_recorded()).count(),
+        capture.taps.iter().filter(|t| t.derived_from.is_some()).count(),
+        margins.clone().fold(f32::INFINITY, f32::min),
+        margins.fold(f32::NEG_INFINITY, f32::max),
         bytes as f64 / (1024.0 * 1024.0),
         started.elapsed().as_secs_f64()
     );
@@ -552,8 +575,16 @@ fn catalog_from_probes(
             ));
         }
     }
+    let weighted = weighted_norms(two);
+    for (what, other) in [("1-token", one), ("long", long)] {
+        if weighted_norms(other) != weighted {
+            return err(format!(
+                "the graph changes with the batch: norms and their weighted taps differ in the {what} probe"
+            ));
+        }
+    }
     let mut catalog = Vec::with_capacity(two.len());
-    for ((a, b), c) in two.iter().zip(one).zip(long) {
+    for (i, ((a, b), c)) in two.iter().zip(one).zip(long).enumerate() {
         let token: Vec<usize> = (0..4)
             .filter(|&d| a.ne[d] == 2 && b.ne[d] == 1 && c.ne[d] == long_tokens as u64)
             .collect();
@@ -583,9 +614,66 @@ fn catalog_from_probes(
             kv_dim: varying.first().copied(),
             vocab_rows: token_dim.is_some() && b.ne.iter().product::<u64>() == n_vocab as u64,
             ne_one_token: b.ne,
+            weighted_tap: weighted.get(&i).map(|&j| two[j].key.clone()),
+            derived_from: None,
         });
     }
+    set_derived(&mut catalog, two);
     Ok(catalog)
+}
+
+/// Marks the taps that are an elementwise ADD, SUB, MUL or DIV of two
+/// recorded taps of their own shape (`TapInfo::derived_from`): candidates
+/// for not being stored, if the capture finds them exact.
+fn set_derived(catalog: &mut [TapInfo], nodes: &[NodeSeen]) {
+    let index: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (n.addr, i)).collect();
+    for i in 0..catalog.len() {
+        if elementwise_op(&catalog[i].op).is_none() || nodes[i].srcs.len() != 2 {
+            continue;
+        }
+        let operands: Vec<usize> = nodes[i]
+            .srcs
+            .iter()
+            .filter_map(|(addr, _)| index.get(addr).copied())
+            .collect();
+        let t = &catalog[i];
+        let same = |o: &TapInfo| {
+            o.is_recorded()
+                && !o.vocab_rows
+                && o.ne_one_token == t.ne_one_token
+                && o.token_dim == t.token_dim
+                && o.kv_dim == t.kv_dim
+        };
+        if let [a, b] = operands[..] {
+            if a < i && b < i && same(&catalog[a]) && same(&catalog[b]) {
+                catalog[i].derived_from = Some([catalog[a].key.clone(), catalog[b].key.clone()]);
+            }
+        }
+    }
+}
+
+/// The unweighted norms among the named nodes and the named node that
+/// weights each (index -> index): an RMS_NORM or NORM node whose output a
+/// later named MUL multiplies by a leaf (a weight). llama.cpp's build_norm
+/// names the first `norm` and the caller names the product (`attn_norm`,
+/// `ffn_norm`, `Qcur_normed`, `result_norm`, ...).
+fn weighted_norms(nodes: &[NodeSeen]) -> BTreeMap<usize, usize> {
+    let mut out = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if n.op != "RMS_NORM" && n.op != "NORM" {
+            continue;
+        }
+        let by_weight = nodes.iter().enumerate().skip(i + 1).find(|(_, m)| {
+            m.op == "MUL"
+                && m.srcs.len() == 2
+                && m.srcs.iter().any(|s| s.0 == n.addr)
+                && m.srcs.iter().any(|s| s.0 != n.addr && s.1 == "NONE")
+        });
+        if let Some((j, _)) = by_weight {
+            out.insert(i, j);
+        }
+    }
+    out
 }
 
 /// Index of the largest logit (the lowest such index on ties).
@@ -669,8 +757,20 @@ fn capture_prompt(
     } else {
         None
     };
+    if let Some(x) = tapped.as_ref().filter(|x| !x.inexact.is_empty()) {
+        bar.println(format!(
+            "capture: warning: {pid}: {} taps are not exactly their op on their operands, stored: {}",
+            x.inexact.len(),
+            x.inexact.join(", ")
+        ));
+    }
     bar.inc(1);
 
+    let first = positions.row(t - 1);
+    let first_token_margin = match first.values {
+        [a, b, ..] => a - b,
+        _ => return err(format!("{pid}: top_k must be at least 2")),
+    };
     let bytes = model.detokenize(&greedy_tokens);
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let text_hex = std::str::from_utf8(&bytes)
@@ -698,6 +798,7 @@ fn capture_prompt(
             text,
             text_hex,
         },
+        first_token_margin,
         tap_run_logits_max_abs_diff: tapped.as_ref().map_or(0.0, |x| x.logits_max_abs_diff),
         tap_aliases: tapped
             .as_ref()
@@ -719,6 +820,7 @@ fn capture_prompt(
 struct Tapped {
     taps: BTreeMap<String, Tap>,
     aliases: BTreeMap<String, String>,
+    inexact: Vec<String>,
     n_kv: Option<u64>,
     logits_max_abs_diff: f32,
 }
@@ -760,6 +862,10 @@ fn capture_taps(
     // Stored taps by content, to alias later equal ones.
     let mut by_bits: HashMap<Vec<u32>, String> = HashMap::new();
     by_bits.insert(bits(last_logits), "logits/last".to_string());
+    // Every recorded tap's values, the operands of derived taps.
+    let mut values: HashMap<String, Tap> = HashMap::new();
+    // Derived taps whose values are not their op on their operands' (stored).
+    let mut inexact = Vec::new();
     for info in catalog {
         let (ty, mut tap) = captured.remove(&info.key).ok_or_else(|| {
             CaptureError(format!(
@@ -813,6 +919,28 @@ fn capture_taps(
                 info.key, tap.ne
             ));
         }
+        if !info.is_recorded() {
+            // Recorded by its weighted tap (still read, so that the graph
+            // is split at the same nodes whatever the catalog stores).
+            continue;
+        }
+        if let Some([a, b]) = &info.derived_from {
+            let f = elementwise_op(&info.op).expect("set_derived checked the op");
+            let (a, b) = (&values[a], &values[b]);
+            let exact = a.ne == tap.ne
+                && b.ne == tap.ne
+                && a.data
+                    .iter()
+                    .zip(&b.data)
+                    .zip(&tap.data)
+                    .all(|((x, y), z)| f(*x, *y).to_bits() == z.to_bits());
+            if exact {
+                values.insert(info.key.clone(), tap);
+                continue;
+            }
+            inexact.push(info.key.clone());
+        }
+        values.insert(info.key.clone(), tap.clone());
         let key_bits = bits(&tap.data);
         match by_bits.get(&key_bits) {
             Some(target) => {
@@ -830,6 +958,7 @@ fn capture_taps(
     Ok(Tapped {
         taps,
         aliases,
+        inexact,
         n_kv,
         logits_max_abs_diff: max_abs_diff(&tap_logits, last_logits) as f32,
     })

@@ -45,6 +45,12 @@ pub struct NodeSeen {
     pub op: String,
     pub ggml_type: String,
     pub ne: [u64; 4],
+    /// The tensor's address: identifies the node within one graph (to match
+    /// operands), meaningless across graphs.
+    pub addr: usize,
+    /// The operands (`src`, the non-NULL ones in order): address and op
+    /// ("NONE" for a weight or other leaf).
+    pub srcs: Vec<(usize, String)>,
 }
 
 /// How one tap is cut when captured.
@@ -130,6 +136,15 @@ impl TapRecorder {
                     op: op_name(t),
                     ggml_type: type_name(t.type_),
                     ne: t.ne.map(|n| n as u64),
+                    addr: std::ptr::from_ref(t) as usize,
+                    srcs: t
+                        .src
+                        .iter()
+                        // SAFETY: the operands of a live graph node are
+                        // live tensors or NULL.
+                        .filter_map(|s| unsafe { s.as_ref() })
+                        .map(|s| (std::ptr::from_ref(s) as usize, op_name(s)))
+                        .collect(),
                 });
                 false
             }

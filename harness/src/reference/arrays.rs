@@ -7,13 +7,17 @@
 //! | name | dtype | shape | what |
 //! |---|---|---|---|
 //! | `tokens` | I32 | [T] | prompt token ids |
-//! | `positions/top_ids` | I32 | [T, K] | per prompt position: the K highest logits' ids, best first |
+//! | `positions/top_ids` | U16 or I32 | [T, K] | per prompt position: the K highest logits' ids, best first |
 //! | `positions/top_values` | F32 | [T, K] | their logits |
 //! | `positions/lse` | F32 | [T] | log-sum-exp of the position's full logits |
 //! | `logits/last` | F32 | [V] | every logit at the last prompt position |
 //! | `greedy/tokens` | I32 | [S] | greedy continuation ids |
-//! | `greedy/top_ids`, `greedy/top_values`, `greedy/lse` | | [S, K], [S] | per step, the logits the step's token was chosen from |
+//! | `greedy/top_ids` (U16 or I32), `greedy/top_values`, `greedy/lse` | | [S, K], [S] | per step, the logits the step's token was chosen from |
 //! | `tap/{key}` | F32 | [ne3, ne2, ne1, ne0] | a graph tensor (see [`TapInfo`](super::format::TapInfo)) |
+//!
+//! A `top_ids` array is U16 when every id in it is below 65536 (always for
+//! a vocabulary of at most 65536 tokens, such as SmolLM2's 49152), I32
+//! otherwise; the loader reads either into `i32`.
 //!
 //! Taps are stored row-major with ggml's dimension order reversed, always 4-D
 //! (ggml's `ne` read backwards), converted to f32, contiguous. The single
@@ -176,6 +180,16 @@ fn i32_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// Token ids of a top-k table: U16 when every id fits, I32 otherwise.
+fn id_bytes(v: &[i32]) -> (Dtype, Vec<u8>) {
+    if v.iter().all(|&x| u16::try_from(x).is_ok()) {
+        let b = v.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect();
+        (Dtype::U16, b)
+    } else {
+        (Dtype::I32, i32_bytes(v))
+    }
+}
+
 impl PromptArrays {
     /// Checks the internal consistency of the arrays (lengths, k).
     pub fn check(&self) -> Result<(), String> {
@@ -231,12 +245,8 @@ impl PromptArrays {
             ));
         };
         add("tokens", Dtype::I32, vec![t], i32_bytes(&self.tokens));
-        add(
-            "positions/top_ids",
-            Dtype::I32,
-            vec![t, k],
-            i32_bytes(&self.positions.ids),
-        );
+        let (dtype, bytes) = id_bytes(&self.positions.ids);
+        add("positions/top_ids", dtype, vec![t, k], bytes);
         add(
             "positions/top_values",
             Dtype::F32,
@@ -261,12 +271,8 @@ impl PromptArrays {
             vec![s],
             i32_bytes(&self.greedy_tokens),
         );
-        add(
-            "greedy/top_ids",
-            Dtype::I32,
-            vec![s, k],
-            i32_bytes(&self.greedy.ids),
-        );
+        let (dtype, bytes) = id_bytes(&self.greedy.ids);
+        add("greedy/top_ids", dtype, vec![s, k], bytes);
         add(
             "greedy/top_values",
             Dtype::F32,
@@ -340,7 +346,16 @@ impl PromptArrays {
                 .collect()
         };
         let table = |prefix: &str| -> Result<TopKTable, ReferenceError> {
-            let (shape, ids) = get(&format!("{prefix}/top_ids"), Dtype::I32, 2)?;
+            let name = format!("{prefix}/top_ids");
+            let u16_ids = st.tensor(&name).is_ok_and(|v| v.dtype() == Dtype::U16);
+            let (shape, ids) = get(&name, if u16_ids { Dtype::U16 } else { Dtype::I32 }, 2)?;
+            let ids = if u16_ids {
+                ids.chunks_exact(2)
+                    .map(|c| i32::from(u16::from_le_bytes([c[0], c[1]])))
+                    .collect()
+            } else {
+                i32s(&ids)
+            };
             let (vshape, values) = get(&format!("{prefix}/top_values"), Dtype::F32, 2)?;
             let (lshape, lse) = get(&format!("{prefix}/lse"), Dtype::F32, 1)?;
             if vshape != shape || lshape[0] != shape[0] {
@@ -350,7 +365,7 @@ impl PromptArrays {
             }
             Ok(TopKTable {
                 k: shape[1],
-                ids: i32s(&ids),
+                ids,
                 values: f32s(&values),
                 lse: f32s(&lse),
             })
@@ -404,6 +419,35 @@ mod tests {
         assert!((two - (1000.0 + 2f32.ln())).abs() < 1e-3, "{two}");
         assert!(log_sum_exp(&[1.0, f32::NAN]).is_nan());
         assert_eq!(log_sum_exp(&[f32::NEG_INFINITY]), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn top_ids_are_u16_when_they_fit_and_i32_otherwise() {
+        let dtype_of = |a: &PromptArrays, name: &str| {
+            let bytes = a.to_safetensors().unwrap();
+            let st = SafeTensors::deserialize(&bytes).unwrap();
+            let dtype = st.tensor(name).unwrap().dtype();
+            assert_eq!(&PromptArrays::from_safetensors(&bytes).unwrap(), a);
+            dtype
+        };
+        let mut logits = vec![0.0f32; 70_000];
+        logits[65_535] = 2.0;
+        logits[7] = 1.0;
+        let mut a = PromptArrays {
+            tokens: vec![3],
+            positions: TopKTable::new(2),
+            greedy: TopKTable::new(2),
+            ..PromptArrays::default()
+        };
+        a.positions.push_logits(&logits);
+        assert_eq!(a.positions.ids, vec![65_535, 7]);
+        assert_eq!(dtype_of(&a, "positions/top_ids"), Dtype::U16);
+        logits[65_536] = 3.0;
+        a.positions = TopKTable::new(2);
+        a.positions.push_logits(&logits);
+        assert_eq!(a.positions.ids, vec![65_536, 65_535]);
+        assert_eq!(dtype_of(&a, "positions/top_ids"), Dtype::I32);
+        assert_eq!(dtype_of(&a, "greedy/top_ids"), Dtype::U16, "empty table");
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub struct CaptureConfig {
 }
 
 /// One model of `models.json`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
     /// Short identifier: the directory name under reference-data/.
@@ -62,6 +62,13 @@ pub struct ModelEntry {
     /// 1.3 MiB per prompt for a 30-layer model; see README.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tap_prompts: Option<Vec<String>>,
+    /// The smallest first-token margin (`PromptCapture::first_token_margin`)
+    /// the model must show on every prompt; the capture fails otherwise.
+    /// Set for the synthetic models, whose weights are scaled so that their
+    /// logits are not near-uniform (an argmax decided by noise would make
+    /// greedy comparisons meaningless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_first_token_margin: Option<f64>,
 }
 
 /// What kind of prompt a prompt file holds.
@@ -229,6 +236,43 @@ pub struct TapInfo {
     /// The tensor's ggml shape (ne, innermost first) when one token is
     /// decoded; the token dimension, if any, is 1 there.
     pub ne_one_token: [u64; 4],
+    /// Set for an unweighted norm (op RMS_NORM or NORM, llama.cpp's `norm`)
+    /// that an elementwise MUL by a weight turns into another tap, whose key
+    /// this is (`"attn_norm-3#0"` for `"norm-3#0"`). Such a tap is not
+    /// stored: the weighted tap records the same stage (and the norm's input
+    /// is a tap too, except where llama.cpp leaves it unnamed). None: the
+    /// tap is stored (or aliased) in every prompt that records taps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighted_tap: Option<String>,
+    /// Set for a tap that is its `op` (ADD, SUB, MUL or DIV), elementwise
+    /// in f32, of two other taps (keys) of the same shape: llama.cpp's
+    /// residual additions (`ffn_inp` = `attn_out` + the previous `l_out`,
+    /// `l_out` = `ffn_out` + `ffn_inp`, ...). The capture checks, per
+    /// prompt, that the values are bit for bit that operation on the
+    /// operands' values and then does not store them; the loader rebuilds
+    /// them (a prompt where the check fails stores the tap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<[String; 2]>,
+}
+
+impl TapInfo {
+    /// Whether prompts that record taps hold this one (stored, aliased or
+    /// rebuilt from its operands); false for unweighted norms.
+    pub fn is_recorded(&self) -> bool {
+        self.weighted_tap.is_none()
+    }
+}
+
+/// The elementwise f32 operation a derived tap applies (see
+/// [`TapInfo::derived_from`]); None for other ops.
+pub fn elementwise_op(op: &str) -> Option<fn(f32, f32) -> f32> {
+    Some(match op {
+        "ADD" => |a, b| a + b,
+        "SUB" => |a, b| a - b,
+        "MUL" => |a, b| a * b,
+        "DIV" => |a, b| a / b,
+        _ => return None,
+    })
 }
 
 /// Which positions the stored taps of a prompt keep.
@@ -278,6 +322,10 @@ pub struct PromptCapture {
     pub taps_recorded: bool,
     pub tap_positions: Positions,
     pub greedy: GreedySummary,
+    /// Top-1 minus top-2 logit at the last prompt position (the logits the
+    /// first generated token is chosen from): how clearly the first greedy
+    /// token wins. 0 on a tie.
+    pub first_token_margin: f32,
     /// Largest |difference| between the last-position logits of the run
     /// that recorded the taps (graph split at every tap) and of the plain
     /// run the logits come from. 0 means bit-identical.

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use super::arrays::{PromptArrays, Tap, TopKRow};
 use super::format::{
-    expected_ne, ChatRenders, Manifest, ModelCapture, PromptCapture, TapInfo, TokenizerCapture,
-    FORMAT, FORMAT_VERSION,
+    elementwise_op, expected_ne, ChatRenders, Manifest, ModelCapture, PromptCapture, TapInfo,
+    TokenizerCapture, FORMAT, FORMAT_VERSION,
 };
 use super::inputs::{self, MANIFEST_FILE};
 use super::writer::sha256_file;
@@ -264,13 +264,18 @@ impl PromptData {
     }
 
     /// A tap by key ("Qcur-3#2"). Aliased taps are rebuilt from the array
-    /// they alias, with their own shape.
+    /// they alias, with their own shape; derived taps
+    /// ([`TapInfo::derived_from`]) from their operands. None for a tap the
+    /// prompt does not hold: no taps recorded, or an unweighted norm
+    /// ([`TapInfo::weighted_tap`]; look up its weighted tap instead).
     pub fn tap_by_key(&self, key: &str) -> Option<Cow<'_, Tap>> {
         if let Some(t) = self.arrays.taps.get(key) {
             return Some(Cow::Borrowed(t));
         }
-        let target = self.info.tap_aliases.get(key)?;
         let info = self.taps.iter().find(|t| t.key == key)?;
+        let Some(target) = self.info.tap_aliases.get(key) else {
+            return self.derived_tap(info);
+        };
         let data = match target.strip_prefix("tap/") {
             Some(other) => &self.arrays.taps.get(other)?.data,
             None if target == "logits/last" => &self.arrays.last_logits,
@@ -281,6 +286,24 @@ impl PromptData {
             Cow::Owned(Tap {
                 ne,
                 data: data.clone(),
+            })
+        })
+    }
+
+    /// Rebuilds a derived tap: its op, elementwise, on its operands (which
+    /// may be derived in turn: `l_out-9` from `ffn_inp-9` from `l_out-8` ...).
+    fn derived_tap(&self, info: &TapInfo) -> Option<Cow<'_, Tap>> {
+        let [a, b] = info.derived_from.as_ref()?;
+        if !self.info.taps_recorded {
+            return None;
+        }
+        let f = elementwise_op(&info.op)?;
+        let (a, b) = (self.tap_by_key(a)?, self.tap_by_key(b)?);
+        let ne = expected_ne(info, &self.info);
+        (a.ne == ne && b.ne == ne).then(|| {
+            Cow::Owned(Tap {
+                ne,
+                data: a.data.iter().zip(&b.data).map(|(x, y)| f(*x, *y)).collect(),
             })
         })
     }
@@ -335,6 +358,8 @@ mod tests {
             kv_dim: None,
             vocab_rows: false,
             ne_one_token: ne,
+            weighted_tap: None,
+            derived_from: None,
         }
     }
 
@@ -356,6 +381,7 @@ mod tests {
                 architecture: "llama".into(),
                 has_chat_template: false,
                 tap_prompts: None,
+                min_first_token_margin: Some(0.5),
             }],
         };
         write_file(&dir.join("models.json"), &json_bytes(&models)).unwrap();
@@ -418,9 +444,19 @@ mod tests {
         .unwrap();
 
         let taps = vec![
+            // an unweighted norm: in the catalog, never stored
+            TapInfo {
+                weighted_tap: Some("attn_norm-0#0".into()),
+                ..tap_info("norm-0", 0, "RMS_NORM", [4, 1, 1, 1], Some(1))
+            },
             tap_info("attn_norm-0", 0, "MUL", [4, 1, 1, 1], Some(1)),
             tap_info("Qcur-0", 0, "MUL_MAT", [4, 1, 1, 1], Some(1)),
             tap_info("Qcur-0", 1, "RESHAPE", [2, 2, 1, 1], Some(2)),
+            // derived: not stored, the sum of a stored and an aliased tap
+            TapInfo {
+                derived_from: Some(["attn_norm-0#0".into(), "Qcur-0#0".into()]),
+                ..tap_info("l_out-0", 0, "ADD", [4, 1, 1, 1], Some(1))
+            },
             TapInfo {
                 vocab_rows: true,
                 ..tap_info(
@@ -450,6 +486,10 @@ mod tests {
                 text: " four".into(),
                 text_hex: None,
             },
+            first_token_margin: {
+                let last = arrays.positions.row(2);
+                last.values[0] - last.values[1]
+            },
             tap_run_logits_max_abs_diff: 0.0,
             tap_aliases: BTreeMap::from([
                 ("Qcur-0#0".to_string(), "tap/Qcur-0#1".to_string()),
@@ -468,6 +508,10 @@ mod tests {
                 stop: GreedyStop::Length,
                 text: "!".into(),
                 text_hex: None,
+            },
+            first_token_margin: {
+                let last = b_arrays.positions.row(0);
+                last.values[0] - last.values[1]
             },
             tap_aliases: BTreeMap::new(),
             ..prompt.clone()
@@ -589,6 +633,24 @@ mod tests {
         assert!(p.tap("Qcur", Some(1), TapSel::Last).is_none());
         assert!(p.tap("Kcur", Some(0), TapSel::Last).is_none());
         assert_eq!(model.taps_named("Qcur", Some(0)).len(), 2);
+        // the unweighted norm is catalogued, not stored
+        let norm = model.tap_info("norm", Some(0), TapSel::Last).unwrap();
+        assert!(!norm.is_recorded());
+        assert_eq!(norm.weighted_tap.as_deref(), Some("attn_norm-0#0"));
+        assert!(p.tap("norm", Some(0), TapSel::Last).is_none());
+        assert!(p.tap("attn_norm", Some(0), TapSel::Last).is_some());
+        let last = p.position(2);
+        assert_eq!(p.info.first_token_margin, last.values[0] - last.values[1]);
+        // a derived tap is rebuilt from its operands (one of them an alias)
+        let (_, sum) = p.tap("l_out", Some(0), TapSel::Last).unwrap();
+        assert_eq!(sum.ne, [4, 3, 1, 1]);
+        let want: Vec<f32> = arrays.taps["attn_norm-0#0"]
+            .data
+            .iter()
+            .zip(&arrays.taps["Qcur-0#1"].data)
+            .map(|(a, b)| a + b)
+            .collect();
+        assert_eq!(sum.data, want);
 
         // a prompt without taps: arrays load, tap lookups find nothing
         let b = model.load_prompt("b").unwrap();
@@ -597,6 +659,7 @@ mod tests {
         assert!(b.arrays.taps.is_empty());
         assert!(b.tap("Qcur", Some(0), TapSel::Last).is_none());
         assert!(b.tap("result_output", None, TapSel::Last).is_none());
+        assert!(b.tap("l_out", Some(0), TapSel::Last).is_none());
         assert!(model.load_prompt("c").is_err());
 
         // the same inputs give the same bytes
