@@ -34,6 +34,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod backend;
 mod context;
 mod descriptors;
 mod error;
@@ -45,6 +46,7 @@ pub mod shaders;
 mod submit;
 mod validation;
 
+pub use backend::{VulkanBackend, VulkanOptions, VulkanStats};
 pub use context::{Context, ContextOptions, DeviceLimits};
 pub use error::{VkError, VkResult};
 pub use instance::{list_devices, DeviceInfo, DeviceKind, DeviceSelector};

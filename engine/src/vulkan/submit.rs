@@ -248,6 +248,18 @@ impl<'a> Submission<'a> {
         push: &P,
         groups: [u32; 3],
     ) -> VkResult<()> {
+        self.dispatch_bytes(pipeline, buffers, push.as_bytes(), groups)
+    }
+
+    /// [`Submission::dispatch`] with the push constants as bytes (checked
+    /// against the shader's block size).
+    pub(crate) fn dispatch_bytes(
+        &mut self,
+        pipeline: &Pipeline,
+        buffers: &[&'a Buffer],
+        push_bytes: &[u8],
+        groups: [u32; 3],
+    ) -> VkResult<()> {
         self.recording()?;
         let shader = pipeline.shader();
         let fail = |message: String| VkError::Dispatch {
@@ -264,7 +276,6 @@ impl<'a> Submission<'a> {
                 shader.bindings.len()
             )));
         }
-        let push_bytes = push.as_bytes();
         if push_bytes.len() != shader.push_constant_size as usize {
             return Err(fail(format!(
                 "{} bytes of push constants for a {}-byte block",
