@@ -391,6 +391,12 @@ pub trait Ops: Send {
         None
     }
 
+    /// Messages the device's validation layer reported so far (a GPU
+    /// backend with validation on; empty otherwise).
+    fn validation_messages(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     // ---- memory, at load time ------------------------------------------
 
     /// Prepares a weight (CPU: keeps a reference to the mapped bytes; a GPU

@@ -10,13 +10,16 @@
 //! and returns that. Nothing else moves between devices: each layer's
 //! weights, KV cache and scratch live on the layer's device.
 //!
-//! Today every stage runs on the CPU; a GPU build will place layers
-//! `0..N` on the GPU (`-g N`) and the rest on the CPU, unchanged model code.
+//! [`Devices::with_gpu`] builds the table from `-g N`: every stage on the
+//! CPU (0), on the Vulkan device (-1, or N at least the layer count), or the
+//! embedding and layers `0..N` on the GPU and the rest on the CPU; the
+//! model code is the same in every case.
 
 use std::sync::Arc;
 
 use crate::cpu::{CpuBackend, Threads};
 use crate::ops::{Act, BackendError, Ops};
+use crate::vulkan::{VulkanBackend, VulkanOptions};
 
 /// A part of the forward pass that runs on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +136,53 @@ impl Devices {
             vec![Box::new(cpu)],
             Placement::single(n_layer),
         ))
+    }
+
+    /// The devices `-g gpu_layers` asks for: 0 the CPU only; -1 (or at
+    /// least `n_layer`) everything on the Vulkan device `vk` selects; N in
+    /// between the embedding and layers `0..N` on the GPU, the rest and the
+    /// head on the CPU (`threads` threads).
+    pub fn with_gpu(
+        n_layer: usize,
+        gpu_layers: i64,
+        threads: usize,
+        vk: &VulkanOptions,
+    ) -> Result<Devices, BackendError> {
+        if gpu_layers < -1 {
+            return Err(BackendError::Device {
+                backend: "placement".into(),
+                message: format!("-g {gpu_layers}: expected -1 (all), 0 (none) or a layer count"),
+            });
+        }
+        if gpu_layers == 0 {
+            return Devices::cpu(n_layer, threads);
+        }
+        let gpu = VulkanBackend::new(vk).map_err(|e| BackendError::Device {
+            backend: "vulkan".into(),
+            message: e.to_string(),
+        })?;
+        if gpu_layers == -1 || gpu_layers as usize >= n_layer {
+            return Ok(Devices::new(
+                vec![Box::new(gpu)],
+                Placement::single(n_layer),
+            ));
+        }
+        let cpu = CpuBackend::try_new(threads).map_err(|e| BackendError::Device {
+            backend: "cpu".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Devices::new(
+            vec![Box::new(cpu), Box::new(gpu)],
+            Placement::split(n_layer, gpu_layers as usize, 1, 0),
+        ))
+    }
+
+    /// Validation-layer messages of every device so far.
+    pub fn validation_messages(&self) -> Vec<String> {
+        self.backends
+            .iter()
+            .flat_map(|b| b.validation_messages())
+            .collect()
     }
 
     /// The pool a forward pass runs in: that of the first device in use

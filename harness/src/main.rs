@@ -69,6 +69,14 @@ struct CompareArgs {
     /// Prompt tokens per forward pass (each pass's logits are held at once).
     #[arg(long, default_value_t = harness::compare::run::CHUNK)]
     chunk: usize,
+    /// The Vulkan device of the GPU paths: an index or part of its name
+    /// (default: a discrete GPU first).
+    #[arg(long, value_name = "INDEX|NAME")]
+    device: Option<String>,
+    /// Run the GPU paths without the Vulkan validation layer (on by default
+    /// when the layer is installed; any message it reports is a failure).
+    #[arg(long)]
+    no_validation: bool,
 }
 
 #[derive(Args)]
@@ -119,6 +127,10 @@ fn compare(args: CompareArgs) -> ExitCode {
     opts.threads = args.threads;
     opts.chunk = args.chunk;
     opts.progress = true;
+    if let Some(d) = &args.device {
+        opts.device = d.parse().expect("infallible");
+    }
+    opts.validation &= !args.no_validation;
     let report = match compare::run(&opts) {
         Ok(r) => r,
         Err(e) => {

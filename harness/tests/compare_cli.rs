@@ -90,7 +90,8 @@ fn exit_status_table_and_json() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unknown path"), "{err}");
 
-    // A path that parses but is not implemented yet: a failure, not a skip.
+    // A GPU path on a device that does not exist: a failure of the
+    // engine check that names the problem, not a skip.
     let (code, out, _) = harness(&[
         "--model",
         SMOLLM2,
@@ -99,9 +100,14 @@ fn exit_status_table_and_json() {
         "--no-corpus",
         "--paths",
         "cpu,gpu",
+        "--device",
+        "no-such-device",
     ]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("path gpu is not implemented yet"), "{out}");
+    assert!(
+        out.contains("no Vulkan device matches `no-such-device`"),
+        "{out}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use super::device::DeviceArgs;
 use super::generate::positive;
 use super::CliError;
-use crate::session::{Session, SessionConfig};
+use crate::session::SessionConfig;
 use crate::synth::rng::Xoshiro256StarStar;
 
 #[derive(Args, Clone, Debug)]
@@ -39,6 +40,8 @@ pub struct BenchArgs {
     /// Repetitions of each test (the median is reported).
     #[arg(short = 'r', long = "repetitions", value_name = "N", default_value_t = 3, value_parser = positive)]
     pub reps: usize,
+    #[command(flatten)]
+    pub devices: DeviceArgs,
 }
 
 /// One test's repetitions, as tokens per second.
@@ -69,7 +72,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
         threads: args.threads.unwrap_or(0),
         ..SessionConfig::default()
     };
-    let mut session = Session::new(model.clone(), &cfg)?;
+    let mut session = args.devices.session(model.clone(), &cfg)?;
     let mut rng = Xoshiro256StarStar::seed_from(1);
     let bos = loaded
         .tokenizer
@@ -96,6 +99,9 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
         session.devices().name(0),
         crate::cpu::SimdLevel::detected()
     )?;
+    for d in 1..session.devices().n_devices() {
+        writeln!(out, "  and {}", session.devices().name(d))?;
+    }
     if args.n_prompt > 0 {
         let prompt = tokens(args.n_prompt);
         let mut rates = Vec::with_capacity(args.reps);
@@ -127,6 +133,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
         report(out, &format!("decode {}", args.n_gen), &Rates(rates))?;
     }
+    args.devices.check_validation(&session)?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use super::device::DeviceArgs;
 use super::prompt::{self, Prompt};
 use super::CliError;
 use crate::ops::KvType;
@@ -132,6 +133,8 @@ pub struct GenerateArgs {
     /// KV cache element type.
     #[arg(long, value_enum, default_value = "f32")]
     pub kv_type: KvTypeArg,
+    #[command(flatten)]
+    pub devices: DeviceArgs,
 }
 
 /// `N >= 1`.
@@ -222,7 +225,7 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         threads: args.threads.unwrap_or(0),
         ..SessionConfig::default()
     };
-    let mut session = Session::new(loaded.model.clone(), &cfg)?;
+    let mut session = args.devices.session(loaded.model.clone(), &cfg)?;
     let n_ctx = session.n_ctx();
     if prompt.tokens.is_empty() {
         return Err(CliError::Usage("the prompt is empty (no tokens)".into()));
@@ -269,6 +272,7 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if stop == Stop::Context {
         eprintln!("(stopped: the context of {n_ctx} tokens is full)");
     }
+    args.devices.check_validation(&session)?;
     eprintln!(
         "prefill: {} tokens in {:.3} s, {:.1} tokens/s",
         timings.prefill_tokens,

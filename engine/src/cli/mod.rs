@@ -2,6 +2,7 @@
 //! subcommand's work in a module here so it can be tested without a process.
 
 pub mod bench;
+pub mod device;
 pub mod generate;
 pub mod inspect;
 pub mod load;

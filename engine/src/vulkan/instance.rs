@@ -308,6 +308,21 @@ impl Drop for Instance {
     }
 }
 
+/// Whether VK_LAYER_KHRONOS_validation is installed (false without a loader).
+pub fn validation_layer_present() -> bool {
+    // SAFETY: as in Instance::new: the loader is made to be loaded this way;
+    // the entry lives until the end of this function and no handle escapes.
+    let Ok(entry) = (unsafe { ash::Entry::load() }) else {
+        return false;
+    };
+    // SAFETY: plain query through a loaded entry; no handles involved.
+    unsafe { entry.enumerate_instance_layer_properties() }.is_ok_and(|layers| {
+        layers
+            .iter()
+            .any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER))
+    })
+}
+
 /// Lists the physical devices (a temporary instance without validation).
 pub fn list_devices() -> VkResult<Vec<DeviceInfo>> {
     let instance = Instance::new(false)?;

@@ -49,7 +49,9 @@ mod validation;
 pub use backend::{VulkanBackend, VulkanOptions, VulkanStats};
 pub use context::{Context, ContextOptions, DeviceLimits};
 pub use error::{VkError, VkResult};
-pub use instance::{list_devices, DeviceInfo, DeviceKind, DeviceSelector};
+pub use instance::{
+    list_devices, validation_layer_present, DeviceInfo, DeviceKind, DeviceSelector,
+};
 pub use memory::{Buffer, BufferKind, HostScalar};
 pub use pipeline::Pipeline;
 pub use push::{BinaryPush, NoPush, PushConstants};

@@ -15,10 +15,15 @@
 //!   top-1 agreement at every prompt position.
 //! - [`greedy`]: our own greedy continuation against the captured one,
 //!   near-ties told apart from failures.
+//! - [`cross`]: every path after the first against the first (the GPU
+//!   against the CPU), taps and logits, with limits of their own
+//!   (`[model."gpu-vs-cpu"]`); on a GPU path, the validation layer's
+//!   message count (any message fails).
 //!
 //! [`run`] does it all in-process and returns a [`Report`]; [`report`]
 //! prints it and writes it as JSON.
 
+pub mod cross;
 pub mod greedy;
 pub mod logits;
 pub mod report;
@@ -32,16 +37,16 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use engine::model::Model;
+use engine::placement::Devices;
 use engine::session::{Session, SessionConfig};
+use engine::vulkan::VulkanOptions;
 use serde::Serialize;
 
 pub use report::Report;
 pub use run::{run, Options};
 pub use thresholds::{Limits, Thresholds};
 
-/// A way of running the engine: which devices run which layers. Only the
-/// CPU exists today; the others parse so that the command line, the
-/// thresholds file and the report already have a place for them.
+/// A way of running the engine: which devices run which layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Path {
     /// Every stage on the CPU backend.
@@ -54,12 +59,27 @@ pub enum Path {
 }
 
 impl Path {
-    /// A session of `model` on this path's devices.
-    pub fn session(&self, model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, String> {
-        match self {
-            Path::Cpu => Session::new(model, cfg).map_err(|e| e.to_string()),
-            Path::Gpu | Path::Hybrid(_) => Err(format!("path {self} is not implemented yet")),
-        }
+    /// A session of `model` on this path's devices (the GPU: the Vulkan
+    /// device `vk` selects, validation as `vk` says).
+    pub fn session(
+        &self,
+        model: Arc<Model>,
+        cfg: &SessionConfig,
+        vk: &VulkanOptions,
+    ) -> Result<Session, String> {
+        let gpu_layers = match self {
+            Path::Cpu => 0,
+            Path::Gpu => -1,
+            Path::Hybrid(n) => *n as i64,
+        };
+        let devices = Devices::with_gpu(model.hparams().n_layer, gpu_layers, cfg.threads, vk)
+            .map_err(|e| e.to_string())?;
+        Session::with_devices(model, devices, cfg).map_err(|e| e.to_string())
+    }
+
+    /// Whether this path runs anything on the GPU.
+    pub fn uses_gpu(&self) -> bool {
+        !matches!(self, Path::Cpu)
     }
 
     /// The key of this path's limits in the thresholds file: `cpu`, `gpu`,
@@ -109,7 +129,9 @@ impl Serialize for Path {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
-    /// "greedy", "tokenizer", "chat", "model", "engine" (the engine could
+    /// "greedy", "vs" (this path against the run's first path),
+    /// "validation" (Vulkan validation messages), "tokenizer", "chat",
+    /// "model", "engine" (the engine could
     /// not run: a path not implemented, a backend error), "thresholds" (no
     /// limits for the model and path).
     pub check: &'static str,

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::cross::CrossResult;
 use super::greedy::{GreedyResult, Outcome};
 use super::logits::LogitsResult;
 use super::taps::TapsResult;
@@ -78,6 +79,11 @@ pub struct PromptReport {
     pub taps: Option<TapsResult>,
     pub logits: Option<LogitsResult>,
     pub greedy: Option<GreedyResult>,
+    /// This path against the run's first path (None on the first path).
+    pub vs: Option<CrossResult>,
+    /// Messages from the Vulkan validation layer during this prompt (None:
+    /// no GPU on this path, or validation off).
+    pub validation_messages: Option<usize>,
     pub failures: Vec<Failure>,
     pub seconds: f64,
 }
@@ -93,6 +99,8 @@ impl PromptReport {
             taps: None,
             logits: None,
             greedy: None,
+            vs: None,
+            validation_messages: None,
             failures: Vec::new(),
             seconds: 0.0,
         }
@@ -147,6 +155,9 @@ impl Report {
         for m in &self.models {
             for p in &m.prompts {
                 rows.push(prompt_row(p));
+                if let Some(v) = &p.vs {
+                    rows.push(cross_row(p, v));
+                }
             }
             if let Some(t) = &m.tokenizer {
                 let ok = t.compared - t.mismatches.len();
@@ -265,6 +276,32 @@ fn prompt_row(p: &PromptReport) -> Vec<String> {
         top1,
         greedy,
         if p.passed() { "PASS" } else { "FAIL" }.into(),
+    ]
+}
+
+/// The row of a path against the run's first path ("gpu~cpu").
+fn cross_row(p: &PromptReport, v: &CrossResult) -> Vec<String> {
+    let taps = match &v.taps {
+        None => "-".into(),
+        Some(t) => match &t.first_divergence {
+            None => format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse())),
+            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+        },
+    };
+    let l = &v.logits;
+    let pass = !p.failures.iter().any(|f| f.check == "vs");
+    vec![
+        String::new(),
+        String::new(),
+        format!("{}~{}", p.path, v.against),
+        String::new(),
+        taps,
+        sci(l.nmse),
+        sci(l.kld.mean),
+        sci(l.kld.max),
+        format!("{}/{}", l.top1_agree, l.positions),
+        String::new(),
+        if pass { "PASS" } else { "FAIL" }.into(),
     ]
 }
 

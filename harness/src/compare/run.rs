@@ -1,5 +1,7 @@
 //! Running the comparison: every selected model, prompt and path.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,14 +10,17 @@ use engine::chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 use engine::gguf::GgufFile;
 use engine::model::{spec, Model, ModelOptions};
 use engine::ops::KvType;
-use engine::session::{Outputs, SessionConfig};
+use engine::session::{Outputs, Session, SessionConfig};
 use engine::tokenizer::Tokenizer;
+use engine::vulkan::{DeviceSelector, VulkanOptions};
 
+use super::cross::{self, CrossResult, PathOutputs};
 use super::report::{ModelReport, PromptReport, Report};
 use super::taps::TapSink;
 use super::thresholds::{Limits, Thresholds};
 use super::tokens::{self, PromptTokens};
 use super::{greedy, logits, taps, within, Failure, Path};
+use crate::reference::arrays::TopKTable;
 use crate::reference::format::{Manifest, ManifestModel, Positions, PromptCapture};
 use crate::reference::writer::sha256_file;
 use crate::reference::{ModelRef, PromptData, ReferenceData};
@@ -55,6 +60,11 @@ pub struct Options {
     pub verify_files: bool,
     /// A line on stderr per prompt.
     pub progress: bool,
+    /// The Vulkan device of the GPU paths.
+    pub device: DeviceSelector,
+    /// Run the GPU paths with the Vulkan validation layer (synchronization
+    /// validation on); any message fails the prompt.
+    pub validation: bool,
 }
 
 impl Options {
@@ -74,6 +84,8 @@ impl Options {
             chunk: CHUNK,
             verify_files: true,
             progress: false,
+            device: DeviceSelector::Auto,
+            validation: engine::vulkan::validation_layer_present(),
         }
     }
 }
@@ -187,6 +199,13 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
         }
     };
 
+    // One session per path for all the prompts (reset between them): the
+    // context fits the longest prompt and its greedy steps.
+    let n_ctx = model_ref
+        .prompts()
+        .map(|p| p.n_tokens + opts.greedy_steps.min(64) + 1)
+        .max()
+        .unwrap_or(1);
     let ctx = ModelCtx {
         opts,
         manifest: data.manifest(),
@@ -194,6 +213,8 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
         model,
         tok,
         template,
+        n_ctx,
+        sessions: RefCell::new(HashMap::new()),
     };
     for prompt in model_ref.prompts() {
         if opts.prompts.is_empty() || opts.prompts.contains(&prompt.id) {
@@ -234,9 +255,42 @@ struct ModelCtx<'a> {
     model: Arc<Model>,
     tok: Tokenizer,
     template: Option<ChatTemplate>,
+    /// Context of every session.
+    n_ctx: usize,
+    /// The session of each path, made on first use (or why it could not be).
+    sessions: RefCell<HashMap<Path, Result<Session, String>>>,
 }
 
 impl ModelCtx<'_> {
+    /// Runs `f` on `path`'s session, reset to position 0.
+    fn with_session<T>(
+        &self,
+        path: Path,
+        f: impl FnOnce(&mut Session) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut sessions = self.sessions.borrow_mut();
+        let s = sessions.entry(path).or_insert_with(|| {
+            let cfg = SessionConfig {
+                n_ctx: self.n_ctx,
+                n_batch: self.opts.chunk.clamp(1, self.n_ctx),
+                kv_type: KvType::F32,
+                threads: self.opts.threads,
+            };
+            let vk = VulkanOptions {
+                device: self.opts.device.clone(),
+                validation: self.opts.validation,
+            };
+            path.session(Arc::clone(&self.model), &cfg, &vk)
+        });
+        match s {
+            Ok(session) => {
+                session.reset();
+                f(session)
+            }
+            Err(e) => Err(e.clone()),
+        }
+    }
+
     /// One prompt: its tokens once, then the engine on each path.
     fn run_prompt_paths(&self, prompt: &PromptCapture) -> Vec<PromptReport> {
         let opts = self.opts;
@@ -255,16 +309,12 @@ impl ModelCtx<'_> {
             )
         });
         let mut out = Vec::new();
+        let mut baseline: Option<PathOutputs> = None;
         for &path in &opts.paths {
-            let p = run_prompt(
-                opts,
-                self.model_ref.id(),
-                &self.model,
-                &data,
-                prompt,
-                path,
-                &tokens,
-            );
+            let (p, outputs) = self.run_prompt(&data, prompt, path, &tokens, baseline.as_ref());
+            if baseline.is_none() {
+                baseline = outputs;
+            }
             if opts.progress {
                 eprintln!(
                     "[compare] {} {} {}: {} in {:.1} s",
@@ -408,61 +458,170 @@ fn unlimited() -> Limits {
     }
 }
 
-/// One prompt on one path: its tokens, then the engine on the captured ids.
-fn run_prompt(
-    opts: &Options,
-    model_id: &str,
-    model: &Arc<Model>,
-    data: &Result<PromptData, String>,
-    prompt: &PromptCapture,
-    path: Path,
-    tokens: &Result<PromptTokens, String>,
-) -> PromptReport {
-    let start = Instant::now();
-    let mut r = PromptReport::new(model_id, &prompt.id, path, prompt.n_tokens);
-    match tokens {
-        Ok(t) => {
-            if let Some(d) = &t.detail {
-                r.failures.push(Failure::new("tokens", d.clone()));
+impl ModelCtx<'_> {
+    /// One prompt on one path: its tokens, then the engine on the captured
+    /// ids (and against `baseline`, the first path's outputs, if any).
+    fn run_prompt(
+        &self,
+        data: &Result<PromptData, String>,
+        prompt: &PromptCapture,
+        path: Path,
+        tokens: &Result<PromptTokens, String>,
+        baseline: Option<&PathOutputs>,
+    ) -> (PromptReport, Option<PathOutputs>) {
+        let opts = self.opts;
+        let model_id = self.model_ref.id();
+        let start = Instant::now();
+        let mut r = PromptReport::new(model_id, &prompt.id, path, prompt.n_tokens);
+        match tokens {
+            Ok(t) => {
+                if let Some(d) = &t.detail {
+                    r.failures.push(Failure::new("tokens", d.clone()));
+                }
+                r.tokens = Some(t.clone());
             }
-            r.tokens = Some(t.clone());
+            Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
         }
-        Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
+        let limits = self.limits(model_id, &path.to_string(), path, &mut r);
+        let cross_key = baseline.map(|b| format!("{path}-vs-{}", b.path));
+        let cross_limits = cross_key
+            .as_ref()
+            .map(|k| self.limits(model_id, k, path, &mut r));
+        let checked = data.as_ref().map_err(Clone::clone).and_then(|d| {
+            self.with_session(path, |session| {
+                let before = session.devices().validation_messages().len();
+                let outputs = engine_checks(opts, session, d, prompt, &limits, &mut r, baseline)?;
+                if path.uses_gpu() && opts.validation {
+                    let msgs = session.devices().validation_messages();
+                    let new = &msgs[before.min(msgs.len())..];
+                    r.validation_messages = Some(new.len());
+                    if let Some(first) = new.first() {
+                        r.failures.push(Failure::new(
+                            "validation",
+                            format!("{} validation message(s); first: {first}", new.len()),
+                        ));
+                    }
+                }
+                Ok(outputs)
+            })
+        });
+        let outputs = match checked {
+            Ok(o) => Some(o),
+            Err(e) => {
+                r.failures.push(Failure::new("engine", e));
+                None
+            }
+        };
+        let outputs = outputs.map(|(o, per_position)| {
+            if let (Some(base), Some(l)) = (baseline, &cross_limits) {
+                r.vs = Some(cross_check(base, &o, per_position, l, &mut r));
+            }
+            o
+        });
+        r.seconds = start.elapsed().as_secs_f64();
+        (r, outputs)
     }
-    let limits = match opts.thresholds.limits(model_id, path) {
-        Some(l) => l.clone(),
-        None => {
+
+    /// The limits under `key` (a path, or "gpu-vs-cpu"); unlimited with a
+    /// failure when the thresholds file has none.
+    fn limits(&self, model_id: &str, key: &str, path: Path, r: &mut PromptReport) -> Limits {
+        let found = if key == path.to_string() {
+            self.opts.thresholds.limits(model_id, path).cloned()
+        } else {
+            self.opts.thresholds.limits_key(model_id, key).cloned()
+        };
+        found.unwrap_or_else(|| {
             r.failures.push(Failure::new(
                 "thresholds",
                 format!(
-                    "no limits for [{model_id}.{path}] in {}: measured, not judged",
-                    opts.thresholds.source
+                    "no limits for [{model_id}.{key}] in {}: measured, not judged",
+                    self.opts.thresholds.source
                 ),
             ));
             unlimited()
-        }
-    };
-    let checked = data
-        .as_ref()
-        .map_err(Clone::clone)
-        .and_then(|d| engine_checks(opts, model, d, prompt, path, &limits, &mut r));
-    if let Err(e) = checked {
-        r.failures.push(Failure::new("engine", e));
+        })
     }
-    r.seconds = start.elapsed().as_secs_f64();
-    r
+}
+
+/// This path's outputs against the first path's: taps and logits, failures
+/// under "vs".
+fn cross_check(
+    base: &PathOutputs,
+    ours: &PathOutputs,
+    per_position: Vec<logits::PositionStat>,
+    limits: &Limits,
+    r: &mut PromptReport,
+) -> CrossResult {
+    let against = base.path;
+    let taps = (!base.taps.is_empty())
+        .then(|| cross::compare_taps(&base.taps, &ours.taps, against, limits));
+    if let Some(d) = taps.as_ref().and_then(|t| t.first_divergence.as_ref()) {
+        r.failures.push(Failure::new(
+            "vs",
+            format!(
+                "against {against}: first divergence: layer {} {}: NMSE {:.3e} > {:.1e}",
+                d.layer.map_or("-".to_string(), |l| l.to_string()),
+                d.name,
+                d.nmse,
+                d.limit
+            ),
+        ));
+    }
+    let l = logits::summarize(&base.last, &ours.last, per_position, limits.near_tie);
+    let mut fail = |what: String| {
+        r.failures
+            .push(Failure::new("vs", format!("against {against}: {what}")))
+    };
+    if !within(l.nmse, limits.logits_nmse) {
+        fail(format!(
+            "last-position logits NMSE {:.3e} > {:.1e}",
+            l.nmse, limits.logits_nmse
+        ));
+    }
+    if !within(l.kld.mean, limits.kld_mean) {
+        fail(format!(
+            "mean KLD {:.3e} > {:.1e}",
+            l.kld.mean, limits.kld_mean
+        ));
+    }
+    if !within(l.kld.max, limits.kld_max) {
+        fail(format!(
+            "max KLD {:.3e} > {:.1e}",
+            l.kld.max, limits.kld_max
+        ));
+    }
+    if l.top1_rate() < limits.top1_min {
+        fail(format!(
+            "top-1 agreement {}/{} < {:.1}%",
+            l.top1_agree,
+            l.positions,
+            100.0 * limits.top1_min
+        ));
+    }
+    if l.top1_hard > 0 {
+        fail(format!(
+            "{} position(s) disagree on the most likely token beyond the near-tie margin",
+            l.top1_hard
+        ));
+    }
+    CrossResult {
+        against,
+        taps,
+        logits: l,
+    }
 }
 
 /// Runs the engine on the captured ids and fills taps, logits and greedy.
+#[allow(clippy::type_complexity)]
 fn engine_checks(
     opts: &Options,
-    model: &Arc<Model>,
+    session: &mut Session,
     data: &PromptData,
     prompt: &PromptCapture,
-    path: Path,
     limits: &Limits,
     r: &mut PromptReport,
-) -> Result<(), String> {
+    baseline: Option<&PathOutputs>,
+) -> Result<(PathOutputs, Vec<logits::PositionStat>), String> {
     let ids: Vec<u32> = data
         .tokens()
         .iter()
@@ -473,13 +632,13 @@ fn engine_checks(
         return Err("the capture has no prompt tokens".into());
     }
     let steps = data.greedy_tokens().len().min(opts.greedy_steps);
-    let cfg = SessionConfig {
-        n_ctx: n + steps + 1,
-        n_batch: opts.chunk.clamp(1, n),
-        kv_type: KvType::F32,
-        threads: opts.threads,
-    };
-    let mut session = path.session(Arc::clone(model), &cfg)?;
+    if n + steps > session.n_ctx() {
+        return Err(format!(
+            "{n} prompt tokens and {steps} greedy steps exceed the session's context of {}",
+            session.n_ctx()
+        ));
+    }
+    let model = Arc::clone(session.model());
     let n_vocab = model.hparams().n_vocab;
     if n_vocab != data.last_logits().len() {
         return Err(format!(
@@ -496,6 +655,10 @@ fn engine_checks(
     };
     let mut sink = prompt.taps_recorded.then(|| TapSink::new(keep));
     let mut per_position = Vec::with_capacity(n);
+    let mut cross_positions = Vec::new();
+    let mut top = TopKTable::new(cross::TOP_K);
+    // Kept by the first path only, when other paths compare with it.
+    let keep_top = baseline.is_none() && opts.paths.len() > 1;
     let mut last = Vec::new();
     let chunk_len = opts.chunk.max(1);
     for (c, chunk) in ids.chunks(chunk_len).enumerate() {
@@ -512,6 +675,12 @@ fn engine_checks(
         for (i, row) in all.chunks_exact(n_vocab).enumerate() {
             let p = pos0 + i;
             per_position.push(logits::position(data.position(p), row));
+            if keep_top {
+                top.push_logits(row);
+            }
+            if let Some(b) = baseline.filter(|b| p < b.top.rows()) {
+                cross_positions.push(logits::position(b.top.row(p), row));
+            }
             if p == n - 1 {
                 last = row.to_vec();
             }
@@ -637,5 +806,14 @@ fn engine_checks(
         ));
     }
     r.greedy = Some(g);
-    Ok(())
+    let taps = sink.map(|s| s.taps).unwrap_or_default();
+    Ok((
+        PathOutputs {
+            path: r.path,
+            taps,
+            top,
+            last,
+        },
+        cross_positions,
+    ))
 }

@@ -136,6 +136,12 @@ impl Thresholds {
         let paths = self.models.get(model)?;
         path.threshold_keys().iter().find_map(|k| paths.get(k))
     }
+
+    /// The limits under another key of a model ("gpu-vs-cpu": one path
+    /// against another).
+    pub fn limits_key(&self, model: &str, key: &str) -> Option<&Limits> {
+        self.models.get(model)?.get(key)
+    }
 }
 
 fn one_line(s: &str) -> String {

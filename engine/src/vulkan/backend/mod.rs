@@ -416,6 +416,10 @@ impl Ops for VulkanBackend {
         format!("vulkan ({})", self.ctx.device_info().name)
     }
 
+    fn validation_messages(&self) -> Vec<String> {
+        self.ctx.validation_messages()
+    }
+
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
         if !op_matmul::supports(w.ty()) {
             return Err(BackendError::UnsupportedWeight {

@@ -1,0 +1,166 @@
+//! One path of ours against another (the GPU against the CPU, say): the
+//! same per-tap, logits and KLD measures as against llama.cpp, with the
+//! first path of the run as the reference.
+//!
+//! The reference path's outputs are kept per prompt ([`PathOutputs`]): its
+//! taps, the top-64 and log-sum-exp of its logits at every position (the
+//! KLD then uses the same top-64 + tail-bucket estimate as against
+//! llama.cpp) and its whole last-position logits.
+
+use serde::Serialize;
+
+use super::logits::LogitsResult;
+use super::taps::{OurTap, TapRow, TapsResult};
+use super::thresholds::Limits;
+use super::{within, Path};
+use crate::metrics;
+use crate::reference::arrays::TopKTable;
+
+/// Top ids kept per position of the reference path.
+pub const TOP_K: usize = 64;
+
+/// What one path produced on one prompt, kept to compare other paths with.
+#[derive(Clone, Debug)]
+pub struct PathOutputs {
+    pub path: Path,
+    /// Taps at the positions the capture keeps (empty when it keeps none).
+    pub taps: Vec<OurTap>,
+    /// Per prompt position: top-[`TOP_K`] and log-sum-exp of the logits.
+    pub top: TopKTable,
+    /// The last position's logits.
+    pub last: Vec<f32>,
+}
+
+/// Another path against the reference path, on one prompt.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CrossResult {
+    /// The reference path.
+    pub against: Path,
+    /// None when the capture kept no taps for the prompt.
+    pub taps: Option<TapsResult>,
+    pub logits: LogitsResult,
+}
+
+/// Our taps `ours` against the reference path's `base`, matched by name
+/// and layer, at the positions both hold.
+pub fn compare_taps(
+    base: &[OurTap],
+    ours: &[OurTap],
+    against: Path,
+    limits: &Limits,
+) -> TapsResult {
+    let mut out = TapsResult::default();
+    let mut seen_layer = false;
+    for tap in ours {
+        seen_layer |= tap.layer.is_some();
+        let label = match tap.layer {
+            Some(l) => format!("{}-{l}", tap.name),
+            None => tap.name.clone(),
+        };
+        let Some(b) = base
+            .iter()
+            .find(|b| b.name == tap.name && b.layer == tap.layer)
+        else {
+            out.unmatched
+                .push(format!("{label}: the {against} path has no such tap"));
+            continue;
+        };
+        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
+        positions.sort_unstable();
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        for p in &positions {
+            match b.rows.get(p) {
+                Some(r) => want.extend_from_slice(r),
+                None => break,
+            }
+            got.extend_from_slice(&tap.rows[p]);
+        }
+        if want.len() != got.len() || want.is_empty() {
+            out.unmatched.push(format!(
+                "{label}: the {against} path holds other positions or widths"
+            ));
+            continue;
+        }
+        let nmse = metrics::nmse(&want, &got);
+        let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
+        let row = TapRow {
+            name: tap.name.clone(),
+            layer: tap.layer,
+            reference: format!("{against}:{label}"),
+            op: String::new(),
+            positions: positions.len(),
+            nmse,
+            max_abs: metrics::max_abs_diff(&want, &got),
+            cosine: metrics::cosine(&want, &got),
+            limit,
+            pass: within(nmse, limit),
+        };
+        if !row.pass && out.first_divergence.is_none() {
+            out.first_divergence = Some(row.clone());
+        }
+        out.rows.push(row);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, HashMap};
+
+    fn tap(name: &str, layer: usize, rows: &[(usize, Vec<f32>)]) -> OurTap {
+        OurTap {
+            name: name.into(),
+            layer: Some(layer),
+            width: rows[0].1.len(),
+            rows: rows.iter().cloned().collect::<HashMap<_, _>>(),
+        }
+    }
+
+    fn limits(default: f64) -> Limits {
+        Limits {
+            logits_nmse: 1.0,
+            kld_mean: 1.0,
+            kld_max: 1.0,
+            top1_min: 0.0,
+            near_tie: 1.0,
+            taps: BTreeMap::from([("default".to_string(), default)]),
+            taps_layer0: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_first_tap_over_its_limit_is_the_divergence() {
+        let base = vec![
+            tap("attn_norm", 0, &[(3, vec![1.0, 2.0])]),
+            tap("Qcur", 0, &[(3, vec![1.0, -1.0])]),
+            tap("l_out", 0, &[(3, vec![0.5, 0.5])]),
+        ];
+        let mut ours = base.clone();
+        ours[1].rows.insert(3, vec![-1.0, 1.0]);
+        ours[2].rows.insert(3, vec![0.0, 0.0]);
+        let r = compare_taps(&base, &ours, Path::Cpu, &limits(1e-6));
+        assert_eq!(r.rows.len(), 3);
+        assert!(r.rows[0].pass && r.rows[0].nmse == 0.0);
+        let d = r.first_divergence.clone().expect("Qcur differs");
+        assert_eq!((d.name.as_str(), d.layer), ("Qcur", Some(0)));
+        assert_eq!(d.nmse, 4.0);
+        assert_eq!(r.failed(), 2);
+        // Within a loose limit nothing diverges.
+        assert!(compare_taps(&base, &ours, Path::Cpu, &limits(10.0))
+            .first_divergence
+            .is_none());
+    }
+
+    #[test]
+    fn taps_the_other_path_lacks_are_unmatched() {
+        let base = vec![tap("attn_norm", 0, &[(0, vec![1.0])])];
+        let ours = vec![
+            tap("attn_norm", 0, &[(0, vec![1.0])]),
+            tap("ffn_out", 0, &[(0, vec![1.0])]),
+        ];
+        let r = compare_taps(&base, &ours, Path::Cpu, &limits(1e-6));
+        assert_eq!(r.rows.len(), 1);
+        assert_eq!(r.unmatched.len(), 1);
+    }
+}
