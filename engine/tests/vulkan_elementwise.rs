@@ -502,3 +502,70 @@ fn nan_fails_every_limit() {
     });
     assert!(caught.is_err(), "assert_nmse passes a NaN");
 }
+
+// The chain's NMSE on lavapipe (fixed inputs): 8.5e-16.
+const CHAIN_LIMIT: f64 = 4e-15;
+
+#[test]
+fn a_chain_of_ops_in_one_submission_matches_cpu() {
+    // A layer's worth of these ops back to back, with no read in between:
+    // each reads what the one before wrote, so the hazard tracker must put
+    // a barrier between them (synchronization validation is on).
+    let mut pair = Pair::new();
+    let (rows, heads, head_dim) = (3, 4, 64);
+    let width = heads * head_dim;
+    let n = (rows + 1) * width;
+    let x = pair.act(rows + 1, width, &values(40, n));
+    let h = pair.zeros(rows + 1, width);
+    let up = pair.act(rows + 1, width, &values(41, n));
+    let norm = WeightSource::from_f32("norm", width, 1, &scaled(42, width, 2.0));
+    let qk_norm = WeightSource::from_f32("qk_norm", head_dim, 1, &scaled(43, head_dim, 2.0));
+    let (norm, qk_norm) = (pair.weight(&norm), pair.weight(&qk_norm));
+    let rope = RopeParams {
+        style: RopeStyle::Neox,
+        head_dim,
+        n_rot: head_dim,
+        base: 1_000_000.0,
+        freq_scale: 1.0,
+    };
+    let p = Place {
+        off: 1,
+        rows,
+        total: rows + 1,
+    };
+    let (xs, hs, us) = (p.view(x), p.view(h), p.view(up));
+    pair.cpu.rms_norm(xs.cpu, Some(norm.0), 1e-6, width, hs.cpu);
+    pair.gpu.rms_norm(xs.gpu, Some(norm.1), 1e-6, width, hs.gpu);
+    pair.cpu
+        .rms_norm(hs.cpu, Some(qk_norm.0), 1e-6, head_dim, hs.cpu);
+    pair.gpu
+        .rms_norm(hs.gpu, Some(qk_norm.1), 1e-6, head_dim, hs.gpu);
+    pair.cpu.rope(hs.cpu, &rope, 11);
+    pair.gpu.rope(hs.gpu, &rope, 11);
+    pair.cpu.glu(GluKind::SwiGlu, hs.cpu, us.cpu);
+    pair.gpu.glu(GluKind::SwiGlu, hs.gpu, us.gpu);
+    pair.cpu.mul(us.cpu, hs.cpu);
+    pair.gpu.mul(us.gpu, hs.gpu);
+    pair.cpu.scale(us.cpu, 0.5);
+    pair.gpu.scale(us.gpu, 0.5);
+    pair.cpu.softcap(us.cpu, 3.0);
+    pair.gpu.softcap(us.gpu, 3.0);
+    pair.cpu.add(xs.cpu, us.cpu);
+    pair.gpu.add(xs.gpu, us.gpu);
+    let before = pair.gpu.stats();
+    let (c, g) = pair.read(x);
+    let after = pair.gpu.stats();
+    assert_eq!(after.submissions - before.submissions, 1);
+    // Each of the 7 ops after the first reads what the previous one wrote.
+    let barriers = after.barriers - before.barriers;
+    assert!(
+        barriers >= 7,
+        "{barriers} barriers in a chain of 8 dependent ops"
+    );
+    let e = nmse(&c[width..], &g[width..]);
+    eprintln!("chain: NMSE {e:e}, {barriers} barriers");
+    assert!(e <= CHAIN_LIMIT, "chain: NMSE {e:e} over {CHAIN_LIMIT:e}");
+    assert_eq!(&c[..width], &values(40, n)[..width]);
+    assert_eq!(&g[..width], &values(40, n)[..width]);
+    pair.finish("chain");
+}
