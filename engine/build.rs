@@ -27,11 +27,43 @@ struct Variant {
 
 /// Shader variants as data. Later, e.g. one matmul source per weight type:
 /// `Variant { name: "matmul_q4_0", source: "matmul.comp", defines: &[("WEIGHT_Q4_0", "1")] }`.
-const VARIANTS: &[Variant] = &[Variant {
-    name: "add",
-    source: "add.comp",
-    defines: &[],
-}];
+const VARIANTS: &[Variant] = &[
+    Variant {
+        name: "add",
+        source: "add.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "scale",
+        source: "unary.comp",
+        defines: &[("OP_SCALE", "1")],
+    },
+    Variant {
+        name: "softcap",
+        source: "unary.comp",
+        defines: &[("OP_SOFTCAP", "1")],
+    },
+    Variant {
+        name: "glu_swiglu",
+        source: "glu.comp",
+        defines: &[("GLU_SWIGLU", "1")],
+    },
+    Variant {
+        name: "glu_geglu",
+        source: "glu.comp",
+        defines: &[("GLU_GEGLU", "1")],
+    },
+    Variant {
+        name: "rms_norm",
+        source: "rms_norm.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "rms_norm_w",
+        source: "rms_norm.comp",
+        defines: &[("HAS_WEIGHT", "1")],
+    },
+];
 
 /// The Vulkan version the SPIR-V targets (SPIR-V 1.5). The context requires a
 /// device of at least this version.

@@ -1,0 +1,42 @@
+// Push-constant blocks of the elementwise ops, norms and RoPE (mul and the
+// GLUs use BinaryPush of push.glsl). Each is mirrored field for field by a
+// #[repr(C)] struct in engine/src/vulkan/backend/op_elementwise.rs, whose
+// size is checked against the reflected block size at compile time.
+// Offsets count f32 elements from the start of the bound buffer.
+#ifndef SHARPI_ELEMENTWISE_GLSL
+#define SHARPI_ELEMENTWISE_GLSL
+
+// x[offset + i] = f(x[offset + i]) for i < n; scale: x * a; softcap:
+// tanh(x * a) * b with a = 1 / cap, b = cap.
+struct UnaryPush {
+    uint n;
+    uint offset;
+    float a;
+    float b;
+};
+
+// RMS norm of n_groups contiguous groups of `group` elements (a view of
+// [rows, width] rows with width a multiple of group is exactly that).
+struct RmsNormPush {
+    uint n_groups;
+    uint group;
+    uint x_offset;
+    uint out_offset;
+    float eps;
+};
+
+// RoPE in place of a [rows, n_heads * head_dim] view; one invocation per
+// (row, pair i < n_rot / 2), looping over the heads.
+struct RopePush {
+    uint rows;
+    uint width;
+    uint head_dim;
+    uint half_rot;
+    uint offset;
+    uint pos0;
+    uint neox;
+    float theta_scale;
+    float freq_scale;
+};
+
+#endif

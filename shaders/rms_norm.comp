@@ -1,0 +1,102 @@
+#version 450
+// RMS norm, one workgroup per group of `group` contiguous elements:
+// out = (x * scale) * w, scale = 1 / sqrt(mean(x²) + eps), as
+// engine/src/cpu/norm.rs computes it. The CPU sums squares in f64; here they
+// are summed in f32 pairs hi + lo (compensated strided per-invocation sums,
+// then a shared-memory tree of pairs, no float64) and divided by the group
+// size with one rounding: on lavapipe the result is the CPU's bit for bit. `out` may be `x` (in place): every invocation
+// writes only the elements it read itself, after the reduction's barriers.
+// Variants (engine/build.rs VARIANTS): HAS_WEIGHT multiplies by w (length group).
+// Bindings: 0 = x (read), 1 = out (written), 2 = w (read; HAS_WEIGHT only).
+// Push: RmsNormPush.
+
+#include "elementwise.glsl"
+
+#define WG 128
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1, std430) writeonly buffer Out { float o[]; };
+#ifdef HAS_WEIGHT
+layout(set = 0, binding = 2, std430) readonly buffer W { float w[]; };
+#endif
+
+layout(push_constant) uniform Push { RmsNormPush p; };
+
+shared float partial_hi[WG];
+shared float partial_lo[WG];
+
+// Veltkamp's split of a into ah + al, each of at most 12 significant bits.
+void split(float a, out float ah, out float al) {
+    precise float c = 4097.0 * a;
+    precise float h = c - (c - a);
+    ah = h;
+    al = a - h;
+}
+
+// Dekker: the exact a * b - p for p = a * b rounded.
+float two_prod_err(float a, float b, float p) {
+    float ah, al, bh, bl;
+    split(a, ah, al);
+    split(b, bh, bl);
+    precise float e = (((ah * bh - p) + ah * bl) + al * bh) + al * bl;
+    return e;
+}
+
+void main() {
+    // Workgroups may spill into y (groups_1d on the host); flat group index.
+    uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (g >= p.n_groups) {
+        return; // uniform over the workgroup: no barrier is skipped by part of it
+    }
+    uint tid = gl_LocalInvocationID.x;
+    uint xb = p.x_offset + g * p.group;
+    uint ob = p.out_offset + g * p.group;
+
+    // Sum of squares as an unevaluated pair hi + lo (2Sum keeps each
+    // addition's rounding error in lo), so that the f32 mean is almost
+    // always the CPU's (f64 sum, rounded once).
+    precise float hi = 0.0;
+    precise float lo = 0.0;
+    for (uint c = tid; c < p.group; c += WG) {
+        precise float v = x[xb + c];
+        precise float sq = v * v;
+        precise float s = hi + sq;
+        precise float bb = s - hi;
+        lo += (hi - (s - bb)) + (sq - bb);
+        hi = s;
+    }
+    partial_hi[tid] = hi;
+    partial_lo[tid] = lo;
+    barrier();
+    for (uint n = WG / 2; n > 0; n >>= 1) {
+        if (tid < n) {
+            precise float a = partial_hi[tid];
+            precise float b = partial_hi[tid + n];
+            precise float s = a + b;
+            precise float bb = s - a;
+            precise float e = (a - (s - bb)) + (b - bb);
+            partial_hi[tid] = s;
+            partial_lo[tid] = partial_lo[tid] + partial_lo[tid + n] + e;
+        }
+        barrier();
+    }
+    // mean = (hi + lo) / group rounded once, as the CPU's f64 division is
+    // (a driver may divide as a * (1 / b), two roundings): q = hi / group,
+    // then the remainder hi + lo - q * group, with q * group exact (Dekker's
+    // product; no fma, which a driver may not fuse), corrects it.
+    float n = float(p.group);
+    precise float q = partial_hi[0] / n;
+    precise float qn = q * n;
+    precise float qn_err = two_prod_err(q, n, qn);
+    precise float r = ((partial_hi[0] - qn) - qn_err) + partial_lo[0];
+    precise float mean = q + r / n;
+    precise float scale = 1.0 / sqrt(mean + p.eps);
+    for (uint c = tid; c < p.group; c += WG) {
+        precise float y = x[xb + c] * scale;
+#ifdef HAS_WEIGHT
+        y = y * w[c];
+#endif
+        o[ob + c] = y;
+    }
+}
