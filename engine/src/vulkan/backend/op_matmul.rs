@@ -4,7 +4,7 @@
 //! `VARIANTS`; the block formats are in `shaders/common/blocks.glsl`):
 //! - `matvec_*` (one activation row, decode): a workgroup per weight row,
 //!   128 invocations over units of 8 weights, shared-memory reduction;
-//! - `matmul_*` (several rows, prefill): 32 weight rows x 16 tokens per
+//! - `matmul_*` (several rows, prefill): 32 weight rows x 32 tokens per
 //!   workgroup, weights dequantized once per tile into shared memory;
 //! - `get_rows_*` (embedding): one invocation per 8 values of a token's row.
 //!
@@ -89,7 +89,7 @@ pub(super) fn supports(ty: GgmlType) -> bool {
 
 /// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
 /// of `shaders/matmul.comp`).
-const MATMUL_TILE: (usize, usize) = (32, 16);
+const MATMUL_TILE: (usize, usize) = (32, 32);
 
 fn u32_of(v: usize, what: &str) -> u32 {
     u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} exceeds u32"))
