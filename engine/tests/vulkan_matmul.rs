@@ -338,9 +338,10 @@ fn chunked_weights() {
 
 #[test]
 fn matvec_spills_workgroups_into_y() {
-    // 70000 rows: one workgroup each is more than 65535 along x.
+    // 140001 rows: at one workgroup per two rows (the last with one), more
+    // than 65535 workgroups along x.
     let mut p = Pair::new();
-    let (n_in, n_out) = (32, 70_000);
+    let (n_in, n_out) = (32, 140_001);
     let (src, deq) = weight(GgmlType::Q4_0, n_in, n_out, 11);
     let (wc, wg) = p.weight(&src);
     let xv = values(12, n_in);

@@ -277,22 +277,28 @@ void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out u
 #define BLOCK_BYTES 176u
 #define QS_AT 48u
 #endif
-// ggml's get_scale_min_k4: the 6-bit scale and min of group g.
-uvec2 scale_min_k4(uint bb, uint g) {
-    uint s = bb + 4u;
+// ggml's get_scale_min_k4: the 6-bit scale and min of group g, from the
+// 12 scale bytes held in three words (read once per unit, not per byte).
+uint sbyte(uvec3 s, uint i) {
+    return (s[i >> 2] >> ((i & 3u) * 8u)) & 0xffu;
+}
+uvec2 scale_min_k4(uvec3 s, uint g) {
     if (g < 4u) {
-        return uvec2(rd_u8(s + g) & 63u, rd_u8(s + g + 4u) & 63u);
+        return uvec2(sbyte(s, g) & 63u, sbyte(s, g + 4u) & 63u);
     }
-    return uvec2((rd_u8(s + g + 4u) & 15u) | ((rd_u8(s + g - 4u) >> 6) << 4),
-                 (rd_u8(s + g + 4u) >> 4) | ((rd_u8(s + g) >> 6) << 4));
+    return uvec2((sbyte(s, g + 4u) & 15u) | ((sbyte(s, g - 4u) >> 6) << 4),
+                 (sbyte(s, g + 4u) >> 4) | ((sbyte(s, g) >> 6) << 4));
 }
 void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out uint ehi) {
     uint c = u >> 3;
     uint l0 = 4u * (u & 7u);
-    float d = rd_f16(bb);
-    float dmin = rd_f16(bb + 2u);
-    uvec2 sm0 = scale_min_k4(bb, 2u * c);
-    uvec2 sm1 = scale_min_k4(bb, 2u * c + 1u);
+    uint w = bb >> 2; // both block sizes are multiples of 4 bytes
+    uint dd = W[w];
+    float d = half_bits(dd & 0xffffu);
+    float dmin = half_bits(dd >> 16);
+    uvec3 s = uvec3(W[w + 1u], W[w + 2u], W[w + 3u]);
+    uvec2 sm0 = scale_min_k4(s, 2u * c);
+    uvec2 sm1 = scale_min_k4(s, 2u * c + 1u);
     float d1 = d * float(sm0.x);
     float m1 = dmin * float(sm0.y);
     float d2 = d * float(sm1.x);

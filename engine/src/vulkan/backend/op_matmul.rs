@@ -2,8 +2,9 @@
 //!
 //! One shader source per op, one variant per weight type (`engine/build.rs`
 //! `VARIANTS`; the block formats are in `shaders/common/blocks.glsl`):
-//! - `matvec_*` (one activation row, decode): a workgroup per weight row,
-//!   128 invocations over units of 8 weights, shared-memory reduction;
+//! - `matvec_*` (one activation row, decode): a workgroup per 2 weight rows,
+//!   128 invocations over units of 8 weights (activations loaded once for
+//!   both rows), shared-memory reduction;
 //! - `matmul_*` (several rows, prefill): 32 weight rows x 32 tokens per
 //!   workgroup, weights dequantized once per tile into shared memory;
 //! - `get_rows_*` (embedding): one invocation per 8 values of a token's row.
@@ -86,6 +87,9 @@ fn kernels(ty: GgmlType) -> Option<Kernels> {
 pub(super) fn supports(ty: GgmlType) -> bool {
     kernels(ty).is_some()
 }
+
+/// Weight rows per `matvec` workgroup (`NR` of `shaders/matvec.comp`).
+const MATVEC_ROWS: usize = 2;
 
 /// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
 /// of `shaders/matmul.comp`).
@@ -183,8 +187,9 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
         };
         let binds = [Bind::chunk(&gw, c), Bind::act(x), Bind::act(out)];
         if x.rows() == 1 {
-            // One workgroup per weight row, spilling into y.
-            let groups = b.groups_1d(k.matvec, c.rows as u64 * u64::from(k.matvec.local_size[0]));
+            // One workgroup per MATVEC_ROWS weight rows, spilling into y.
+            let wgs = c.rows.div_ceil(MATVEC_ROWS) as u64;
+            let groups = b.groups_1d(k.matvec, wgs * u64::from(k.matvec.local_size[0]));
             b.dispatch(k.matvec, &binds, &push, groups);
         } else {
             let (tm, tn) = MATMUL_TILE;
