@@ -24,10 +24,10 @@ use vulkan_support::{nmse, values, Both, Pair};
 /// Largest NMSE of the GPU against the f64 product of the dequantized
 /// weights: only f32 rounding (accumulation of up to 1024 products)
 /// separates them. Measured over 450 random shapes per type (at least 32
-/// outputs each): at most 4.6e-13 (Q4_1; 1.1e-13 for the float types, whose
+/// outputs each): at most 7.5e-13 (Q4_1; 1.3e-13 for the float types, whose
 /// rows here are shorter). The limit is ~4x that; a single wrong block gives
 /// > 1e-4.
-const LIMIT_F64: f64 = 2e-12;
+const LIMIT_F64: f64 = 3e-12;
 
 /// Largest NMSE of the GPU against the CPU op, per type: the CPU's
 /// activation rounding. Measured maxima over 450 random shapes per type
