@@ -105,7 +105,7 @@ fn check_matmul(
     let (src, deq) = weight(ty, n_in, n_out, seed);
     let (wc, wg) = p.weight(&src);
     let xv = values(seed ^ 0x5eed, rows * n_in);
-    // Views one row into bigger buffers: offsets are exercised too.
+    // Views from row 1 of bigger buffers: offsets are exercised too.
     let xa = p.act(
         rows + 2,
         n_in,
@@ -178,7 +178,7 @@ fn matmul_type(ty: GgmlType) {
         .ok()
         .map(|v| v.parse().expect("SHARPI_MATMUL_CASES: a number"));
     let config = Config {
-        cases: explore.unwrap_or(6),
+        cases: explore.unwrap_or(10),
         failure_persistence: None,
         ..Config::default()
     };
