@@ -63,6 +63,202 @@ const VARIANTS: &[Variant] = &[
         source: "rms_norm.comp",
         defines: &[("HAS_WEIGHT", "1")],
     },
+    // Weight-reading ops, one variant per weight type (shaders/common/blocks.glsl).
+    Variant {
+        name: "matvec_f32",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_F32", "1")],
+    },
+    Variant {
+        name: "matvec_f16",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_F16", "1")],
+    },
+    Variant {
+        name: "matvec_bf16",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_BF16", "1")],
+    },
+    Variant {
+        name: "matvec_q4_0",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q4_0", "1")],
+    },
+    Variant {
+        name: "matvec_q4_1",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q4_1", "1")],
+    },
+    Variant {
+        name: "matvec_q5_0",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q5_0", "1")],
+    },
+    Variant {
+        name: "matvec_q5_1",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q5_1", "1")],
+    },
+    Variant {
+        name: "matvec_q8_0",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q8_0", "1")],
+    },
+    Variant {
+        name: "matvec_q2_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q2_K", "1")],
+    },
+    Variant {
+        name: "matvec_q3_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q3_K", "1")],
+    },
+    Variant {
+        name: "matvec_q4_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q4_K", "1")],
+    },
+    Variant {
+        name: "matvec_q5_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q5_K", "1")],
+    },
+    Variant {
+        name: "matvec_q6_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q6_K", "1")],
+    },
+    Variant {
+        name: "matmul_f32",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_F32", "1")],
+    },
+    Variant {
+        name: "matmul_f16",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_F16", "1")],
+    },
+    Variant {
+        name: "matmul_bf16",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_BF16", "1")],
+    },
+    Variant {
+        name: "matmul_q4_0",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q4_0", "1")],
+    },
+    Variant {
+        name: "matmul_q4_1",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q4_1", "1")],
+    },
+    Variant {
+        name: "matmul_q5_0",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q5_0", "1")],
+    },
+    Variant {
+        name: "matmul_q5_1",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q5_1", "1")],
+    },
+    Variant {
+        name: "matmul_q8_0",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q8_0", "1")],
+    },
+    Variant {
+        name: "matmul_q2_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q2_K", "1")],
+    },
+    Variant {
+        name: "matmul_q3_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q3_K", "1")],
+    },
+    Variant {
+        name: "matmul_q4_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q4_K", "1")],
+    },
+    Variant {
+        name: "matmul_q5_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q5_K", "1")],
+    },
+    Variant {
+        name: "matmul_q6_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q6_K", "1")],
+    },
+    Variant {
+        name: "get_rows_f32",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_F32", "1")],
+    },
+    Variant {
+        name: "get_rows_f16",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_F16", "1")],
+    },
+    Variant {
+        name: "get_rows_bf16",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_BF16", "1")],
+    },
+    Variant {
+        name: "get_rows_q4_0",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q4_0", "1")],
+    },
+    Variant {
+        name: "get_rows_q4_1",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q4_1", "1")],
+    },
+    Variant {
+        name: "get_rows_q5_0",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q5_0", "1")],
+    },
+    Variant {
+        name: "get_rows_q5_1",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q5_1", "1")],
+    },
+    Variant {
+        name: "get_rows_q8_0",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q8_0", "1")],
+    },
+    Variant {
+        name: "get_rows_q2_k",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q2_K", "1")],
+    },
+    Variant {
+        name: "get_rows_q3_k",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q3_K", "1")],
+    },
+    Variant {
+        name: "get_rows_q4_k",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q4_K", "1")],
+    },
+    Variant {
+        name: "get_rows_q5_k",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q5_K", "1")],
+    },
+    Variant {
+        name: "get_rows_q6_k",
+        source: "get_rows.comp",
+        defines: &[("WEIGHT_Q6_K", "1")],
+    },
 ];
 
 /// The Vulkan version the SPIR-V targets (SPIR-V 1.5). The context requires a

@@ -157,6 +157,10 @@ pub struct VulkanBackend {
     /// The first error while recording, returned by the next transfer.
     error: Option<BackendError>,
     stats: VulkanStats,
+    /// Tests only ([`VulkanBackend::set_max_chunk_bytes`]): a weight chunk
+    /// limit below the device's, so that chunking can be tested with small
+    /// weights.
+    max_chunk_bytes: Option<u64>,
 }
 
 impl VulkanBackend {
@@ -185,6 +189,7 @@ impl VulkanBackend {
             staged: Vec::new(),
             error: None,
             stats: VulkanStats::default(),
+            max_chunk_bytes: None,
         }
     }
 
@@ -405,6 +410,14 @@ impl VulkanBackend {
         }
     }
 
+    /// For tests: split weights uploaded from now on into chunks of at most
+    /// `bytes` (whole rows; at least one row), as if the device's
+    /// `maxStorageBufferRange` were that small.
+    #[doc(hidden)]
+    pub fn set_max_chunk_bytes(&mut self, bytes: u64) {
+        self.max_chunk_bytes = Some(bytes);
+    }
+
     /// Validation-layer messages so far (0 without validation).
     pub fn validation_message_count(&self) -> usize {
         self.ctx.validation_message_count()
@@ -430,6 +443,8 @@ impl Ops for VulkanBackend {
         }
         let row_bytes = w.row_bytes();
         let limit = u64::from(self.ctx.limits().max_storage_buffer_range).min(1 << 30);
+        // A smaller limit set by a test (set_max_chunk_bytes).
+        let limit = self.max_chunk_bytes.map_or(limit, |m| m.min(limit));
         let rows_per_chunk = ((limit / row_bytes.max(1) as u64) as usize).max(1);
         let mut chunks = Vec::new();
         let mut row0 = 0;

@@ -1,18 +1,209 @@
 //! Matrix products on quantized weights and the embedding lookup.
+//!
+//! One shader source per op, one variant per weight type (`engine/build.rs`
+//! `VARIANTS`; the block formats are in `shaders/common/blocks.glsl`):
+//! - `matvec_*` (one activation row, decode): a workgroup per 2 weight rows,
+//!   128 invocations over units of 8 weights (activations loaded once for
+//!   both rows), shared-memory reduction;
+//! - `matmul_*` (several rows, prefill): 32 weight rows x 32 tokens per
+//!   workgroup, weights dequantized once per tile into shared memory;
+//! - `get_rows_*` (embedding): one invocation per 8 values of a token's row.
+//!
+//! Every op runs once per chunk of the weight ([`GpuWeight::chunks`]): a
+//! chunk's rows are output columns `row0..row0 + rows` (or, for the lookup,
+//! the token ids in that range).
 
-use super::VulkanBackend;
+use super::{Bind, GpuWeight, VulkanBackend};
 use crate::ggml_type::GgmlType;
 use crate::ops::{Act, Weight};
+use crate::vulkan::{shaders, PushConstants, Shader};
+
+/// `WeightPush` of `shaders/common/weights.glsl`: one chunk of a weight
+/// against activations. Offsets count elements (`x_offset`: u32 words of the
+/// token ids for the lookup).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WeightPush {
+    pub n_in: u32,
+    pub row_bytes: u32,
+    pub rows: u32,
+    pub col0: u32,
+    pub x_offset: u32,
+    pub out_offset: u32,
+    pub n_out: u32,
+    pub n_tok: u32,
+    pub units: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<WeightPush>() == 36);
+const _: () =
+    assert!(std::mem::size_of::<WeightPush>() == shaders::MATVEC_Q4_0.push_constant_size as usize);
+const _: () =
+    assert!(std::mem::size_of::<WeightPush>() == shaders::MATMUL_Q4_0.push_constant_size as usize);
+const _: () = assert!(
+    std::mem::size_of::<WeightPush>() == shaders::GET_ROWS_Q4_0.push_constant_size as usize
+);
+
+// SAFETY: repr(C), nine u32 fields, 36 bytes (asserted above): no padding.
+unsafe impl PushConstants for WeightPush {}
+
+/// The shaders of one weight type: (matvec, matmul, get_rows).
+struct Kernels {
+    matvec: &'static Shader,
+    matmul: &'static Shader,
+    get_rows: &'static Shader,
+    /// Values one get_rows invocation writes (8 for block types, 1 for
+    /// float types).
+    values_per_invocation: usize,
+}
+
+fn kernels(ty: GgmlType) -> Option<Kernels> {
+    use shaders::*;
+    let (matvec, matmul, get_rows, v) = match ty {
+        GgmlType::F32 => (&MATVEC_F32, &MATMUL_F32, &GET_ROWS_F32, 1),
+        GgmlType::F16 => (&MATVEC_F16, &MATMUL_F16, &GET_ROWS_F16, 1),
+        GgmlType::BF16 => (&MATVEC_BF16, &MATMUL_BF16, &GET_ROWS_BF16, 1),
+        GgmlType::Q4_0 => (&MATVEC_Q4_0, &MATMUL_Q4_0, &GET_ROWS_Q4_0, 8),
+        GgmlType::Q4_1 => (&MATVEC_Q4_1, &MATMUL_Q4_1, &GET_ROWS_Q4_1, 8),
+        GgmlType::Q5_0 => (&MATVEC_Q5_0, &MATMUL_Q5_0, &GET_ROWS_Q5_0, 8),
+        GgmlType::Q5_1 => (&MATVEC_Q5_1, &MATMUL_Q5_1, &GET_ROWS_Q5_1, 8),
+        GgmlType::Q8_0 => (&MATVEC_Q8_0, &MATMUL_Q8_0, &GET_ROWS_Q8_0, 8),
+        GgmlType::Q2_K => (&MATVEC_Q2_K, &MATMUL_Q2_K, &GET_ROWS_Q2_K, 8),
+        GgmlType::Q3_K => (&MATVEC_Q3_K, &MATMUL_Q3_K, &GET_ROWS_Q3_K, 8),
+        GgmlType::Q4_K => (&MATVEC_Q4_K, &MATMUL_Q4_K, &GET_ROWS_Q4_K, 8),
+        GgmlType::Q5_K => (&MATVEC_Q5_K, &MATMUL_Q5_K, &GET_ROWS_Q5_K, 8),
+        GgmlType::Q6_K => (&MATVEC_Q6_K, &MATMUL_Q6_K, &GET_ROWS_Q6_K, 8),
+        _ => return None,
+    };
+    Some(Kernels {
+        matvec,
+        matmul,
+        get_rows,
+        values_per_invocation: v,
+    })
+}
 
 /// Weight types the device ops read.
 pub(super) fn supports(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::F32)
+    kernels(ty).is_some()
 }
 
-pub(super) fn embed(_b: &mut VulkanBackend, _table: Weight, _tokens: &[u32], _out: Act) {
-    unimplemented!("vulkan embed")
+/// Weight rows per `matvec` workgroup (`NR` of `shaders/matvec.comp`).
+const MATVEC_ROWS: usize = 2;
+
+/// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
+/// of `shaders/matmul.comp`).
+const MATMUL_TILE: (usize, usize) = (32, 32);
+
+fn u32_of(v: usize, what: &str) -> u32 {
+    u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} exceeds u32"))
 }
 
-pub(super) fn matmul(_b: &mut VulkanBackend, _w: Weight, _x: Act, _out: Act) {
-    unimplemented!("vulkan matmul")
+fn weight_of(b: &VulkanBackend, w: Weight) -> (GpuWeight, Kernels) {
+    let gw = b.weight(w).clone();
+    let k = kernels(gw.ty).expect("upload accepts only supported types");
+    (gw, k)
+}
+
+/// `out[t] = row tokens[t]` of `table`, dequantized to f32.
+pub(super) fn embed(b: &mut VulkanBackend, table: Weight, tokens: &[u32], out: Act) {
+    let (w, k) = weight_of(b, table);
+    assert_eq!(tokens.len(), out.rows(), "embed: tokens and rows");
+    assert_eq!(
+        w.n_in,
+        out.width(),
+        "embed: {} into width {}",
+        w.name,
+        out.width()
+    );
+    if let Some(&t) = tokens.iter().find(|&&t| t as usize >= w.n_out) {
+        panic!("embed: token {t} outside {}'s {} rows", w.name, w.n_out);
+    }
+    if tokens.is_empty() {
+        return;
+    }
+    let (ids, at) = b.stage_u32(tokens);
+    let units = w.n_in / k.values_per_invocation;
+    let ids_bind = Bind {
+        buf: ids,
+        bytes: u64::from(at) * 4..(u64::from(at) + tokens.len() as u64) * 4,
+    };
+    for c in &w.chunks {
+        // Skip chunks no token reads.
+        if !tokens
+            .iter()
+            .any(|&t| (c.row0..c.row0 + c.rows).contains(&(t as usize)))
+        {
+            continue;
+        }
+        let push = WeightPush {
+            n_in: u32_of(w.n_in, "embed width"),
+            row_bytes: u32_of(w.row_bytes, "row bytes"),
+            rows: u32_of(c.rows, "rows"),
+            col0: u32_of(c.row0, "row"),
+            x_offset: at,
+            out_offset: u32_of(out.elems().start, "offset"),
+            n_out: 0,
+            n_tok: u32_of(tokens.len(), "tokens"),
+            units: u32_of(units, "units"),
+        };
+        let groups = b.groups_1d(k.get_rows, (tokens.len() * units) as u64);
+        b.dispatch(
+            k.get_rows,
+            &[Bind::chunk(&w, c), ids_bind.clone(), Bind::act(out)],
+            &push,
+            groups,
+        );
+    }
+}
+
+/// `out[t, r] = Σ_c W[r, c] · x[t, c]`, f32 dequantized weights times f32
+/// activations, accumulated in f32.
+pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
+    let (gw, k) = weight_of(b, w);
+    assert!(
+        x.width() == gw.n_in && out.width() == gw.n_out && x.rows() == out.rows(),
+        "matmul: {} [{}, {}] with x {x:?} into {out:?}",
+        gw.name,
+        gw.n_in,
+        gw.n_out
+    );
+    assert!(!x.overlaps(out), "matmul: x and out overlap");
+    if x.rows() == 0 {
+        return;
+    }
+    let limit = b.ctx.limits().max_compute_work_group_count;
+    for c in &gw.chunks {
+        let push = WeightPush {
+            n_in: u32_of(gw.n_in, "n_in"),
+            row_bytes: u32_of(gw.row_bytes, "row bytes"),
+            rows: u32_of(c.rows, "rows"),
+            col0: u32_of(c.row0, "row"),
+            x_offset: u32_of(x.elems().start, "offset"),
+            out_offset: u32_of(out.elems().start, "offset"),
+            n_out: u32_of(gw.n_out, "n_out"),
+            n_tok: u32_of(x.rows(), "rows"),
+            units: 0,
+        };
+        let binds = [Bind::chunk(&gw, c), Bind::act(x), Bind::act(out)];
+        if x.rows() == 1 {
+            // One workgroup per MATVEC_ROWS weight rows, spilling into y.
+            let wgs = c.rows.div_ceil(MATVEC_ROWS) as u64;
+            let groups = b.groups_1d(k.matvec, wgs * u64::from(k.matvec.local_size[0]));
+            b.dispatch(k.matvec, &binds, &push, groups);
+        } else {
+            let (tm, tn) = MATMUL_TILE;
+            let gx = c.rows.div_ceil(tm);
+            let gy = x.rows().div_ceil(tn);
+            if gx > limit[0] as usize || gy > limit[1] as usize {
+                let e = b.err(format!(
+                    "matmul {}: {gx} x {gy} workgroups exceed the device's {limit:?}",
+                    gw.name
+                ));
+                b.fail(e);
+                return;
+            }
+            b.dispatch(k.matmul, &binds, &push, [gx as u32, gy as u32, 1]);
+        }
+    }
 }

@@ -1,0 +1,22 @@
+// What the weight-reading shaders (matvec, matmul, get_rows) share: their
+// push block, mirrored by `WeightPush` in engine/src/vulkan/backend/op_matmul.rs.
+#ifndef SHARPI_WEIGHTS_GLSL
+#define SHARPI_WEIGHTS_GLSL
+
+// One chunk of a weight (rows col0..col0 + rows of the whole weight, each
+// row_bytes long, n_in elements) against activations. Offsets count elements
+// (f32) of the activation buffers; for get_rows, x_offset counts u32 words of
+// the token-id buffer.
+struct WeightPush {
+    uint n_in;       // elements per weight row (= activation width for matmul)
+    uint row_bytes;  // bytes per weight row
+    uint rows;       // weight rows in this chunk
+    uint col0;       // first weight row of this chunk (an output column)
+    uint x_offset;   // first element of x (or token id)
+    uint out_offset; // first element of out
+    uint n_out;      // out row stride (elements)
+    uint n_tok;      // activation rows (tokens)
+    uint units;      // get_rows: invocations per token
+};
+
+#endif
