@@ -27,11 +27,23 @@ struct Variant {
 
 /// Shader variants as data. Later, e.g. one matmul source per weight type:
 /// `Variant { name: "matmul_q4_0", source: "matmul.comp", defines: &[("WEIGHT_Q4_0", "1")] }`.
-const VARIANTS: &[Variant] = &[Variant {
-    name: "add",
-    source: "add.comp",
-    defines: &[],
-}];
+const VARIANTS: &[Variant] = &[
+    Variant {
+        name: "add",
+        source: "add.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "attention_f32",
+        source: "attention.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "attention_f16",
+        source: "attention.comp",
+        defines: &[("KV_F16", "1")],
+    },
+];
 
 /// The Vulkan version the SPIR-V targets (SPIR-V 1.5). The context requires a
 /// device of at least this version.
