@@ -196,7 +196,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(ProptestConfig::with_cases(32))]
 
     #[test]
     fn attention_matches_cpu(c in case_strategy(), seed in 1u64..1000) {
@@ -250,6 +250,28 @@ fn model_shapes() {
         let worst = run_case(c, 7000 + i as u64);
         eprintln!("NMSE {worst:.2e} {c:?}");
     }
+}
+
+/// Gemma-3-270M's local layers at full size: 4 heads / 1 KV head of 256,
+/// window 512, f16 cache of 4096 positions; two prefill batches of 512 (the
+/// second at pos0 = 512, so the window cuts the first batch off) and a decode
+/// step after them.
+#[test]
+fn gemma_prefill_512_window_512() {
+    let c = Case {
+        n_head: 4,
+        n_kv_head: 1,
+        head_dim_k: 256,
+        head_dim_v: 256,
+        scale_mult: 1.0,
+        window: Some(512),
+        softcap: None,
+        ty: KvType::F16,
+        steps: vec![512, 512, 1],
+        spare: 4096 - 1025,
+    };
+    let worst = run_case(&c, 9000);
+    eprintln!("NMSE {worst:.2e} {c:?}");
 }
 
 /// An f16 cache whose row width is odd (one KV head of 17 / 9): a 32-bit
