@@ -296,6 +296,91 @@ fn odd_width_f16_cache_shares_words_between_positions() {
     eprintln!("NMSE {worst:.2e} {c:?}");
 }
 
+/// The f16 cache write rounds to nearest even exactly as `half` does, over
+/// the edges: ties, subnormals, the overflow threshold, infinities, NaN, -0.
+#[test]
+fn f16_cache_write_rounds_to_nearest_even() {
+    let mut vals: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        65504.0,
+        65519.99,
+        65520.0,
+        -65520.0,
+        1e10,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7f80_0001), // signalling NaN: stays NaN
+        2f32.powi(-24),
+        2f32.powi(-25),
+        2f32.powi(-25) * 1.0001,
+        3.0 * 2f32.powi(-26),
+        5.0 * 2f32.powi(-26),
+        2f32.powi(-14),
+        2f32.powi(-14) - 2f32.powi(-25),
+        2f32.powi(-14) - 2f32.powi(-26),
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        -(1.0 + 2f32.powi(-11) + 2f32.powi(-23)),
+        1e-40,
+        -1e-40,
+    ];
+    // Every exponent from below the subnormals to past the overflow, with
+    // mantissas that land on, near and between halves.
+    for e in -28..17 {
+        for m in [
+            0u32, 1, 0xfff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7f_e000, 0x7f_f000,
+        ] {
+            let x = f32::from_bits((((e + 127) as u32) << 23) | m);
+            vals.push(x);
+            vals.push(-x);
+        }
+    }
+    let n = vals.len();
+    let mut p = Pair::new();
+    let ap = AttnParams {
+        n_head: 1,
+        n_kv_head: 1,
+        head_dim_k: 1,
+        head_dim_v: 1,
+        scale: 1.0,
+        window: Some(1),
+        softcap: None,
+    };
+    let kv = p.gpu.alloc_kv(n + 1, 1, 1, KvType::F16).unwrap();
+    let q = p.gpu.alloc(n, 1).unwrap();
+    let k = p.gpu.alloc(n, 1).unwrap();
+    let v = p.gpu.alloc(n, 1).unwrap();
+    let out = p.gpu.alloc(n, 1).unwrap();
+    p.gpu.write(k, &vals).unwrap();
+    p.gpu.write(v, &vals).unwrap();
+    p.gpu.attention(kv, q, k, v, out, 1, &ap);
+    let g = p.gpu.kv(kv);
+    let mut want = vec![0u16];
+    want.extend(vals.iter().map(|&x| f16_bits(x)));
+    want.resize((n + 1).div_ceil(2) * 2, 0);
+    for buf in [g.k, g.v] {
+        let words = cache_words(&mut p, buf);
+        let got: Vec<u16> = words
+            .iter()
+            .flat_map(|&w| [w as u16, (w >> 16) as u16])
+            .collect();
+        for (i, (&w, &h)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(
+                h,
+                w,
+                "position {i}: {:e} ({:#010x}) -> {h:#06x}, want {w:#06x}",
+                vals.get(i.wrapping_sub(1)).copied().unwrap_or(0.0),
+                vals.get(i.wrapping_sub(1)).map_or(0, |x| x.to_bits())
+            );
+        }
+    }
+    p.finish("f16 rounding");
+}
+
 /// A decode whose query sees one position only (window 1) returns that
 /// position's V row (per KV head), so a row written to the wrong position or
 /// read from the wrong head shows up exactly.
