@@ -259,6 +259,16 @@ const VARIANTS: &[Variant] = &[
         source: "get_rows.comp",
         defines: &[("WEIGHT_Q6_K", "1")],
     },
+    Variant {
+        name: "attention_f32",
+        source: "attention.comp",
+        defines: &[],
+    },
+    Variant {
+        name: "attention_f16",
+        source: "attention.comp",
+        defines: &[("KV_F16", "1")],
+    },
 ];
 
 /// The Vulkan version the SPIR-V targets (SPIR-V 1.5). The context requires a

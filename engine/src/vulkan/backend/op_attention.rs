@@ -1,18 +1,193 @@
 //! Attention through the KV cache on the device.
+//!
+//! Two steps per call: this batch's K and V rows go into the cache (a plain
+//! copy for an f32 cache; `shaders/kv_write.comp`, rounding to nearest even,
+//! for an f16 one), then `shaders/attention.comp` runs one workgroup per
+//! (head, query row) over the visible cache positions, with an online
+//! softmax over tiles of keys. The hazard tracker orders the two: the
+//! attention reads the cache bytes the write wrote.
 
-use super::VulkanBackend;
-use crate::ops::{Act, AttnParams, Kv};
+use super::{Bind, GpuKv, VulkanBackend};
+use crate::ops::{Act, AttnParams, Kv, KvType};
+use crate::vulkan::{shaders, PushConstants};
+
+/// Workgroup size of `attention.comp` (`WG`).
+const ATTN_WG: usize = 64;
+/// Output dimensions per invocation of `attention.comp` (`ACC`).
+const ATTN_ACC: usize = 8;
+/// Largest `head_dim_k` of `attention.comp` (`MAX_DK`).
+pub const MAX_HEAD_DIM_K: usize = 512;
+/// Largest `head_dim_v` of `attention.comp`.
+pub const MAX_HEAD_DIM_V: usize = ATTN_WG * ATTN_ACC;
+
+/// `KvWritePush` of `shaders/common/attention.glsl`: f16 cache elements
+/// `e0..e1` = `src[src_offset..]`, one invocation per cache word
+/// (`n_words`, from word `e0 / 2`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvWritePush {
+    pub n_words: u32,
+    pub src_offset: u32,
+    pub e0: u32,
+    pub e1: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<KvWritePush>() == 16);
+const _: () =
+    assert!(std::mem::size_of::<KvWritePush>() == shaders::KV_WRITE.push_constant_size as usize);
+
+// SAFETY: repr(C), four u32 fields, 16 bytes (asserted above): no padding.
+unsafe impl PushConstants for KvWritePush {}
+
+/// `AttnPush` of `shaders/common/attention.glsl`. `window` 0 means none,
+/// `softcap` 0 means none; offsets count elements.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AttnPush {
+    pub n_head: u32,
+    /// `n_head / n_kv_head`.
+    pub group: u32,
+    pub head_dim_k: u32,
+    pub head_dim_v: u32,
+    pub k_width: u32,
+    pub v_width: u32,
+    pub pos0: u32,
+    pub q_offset: u32,
+    pub out_offset: u32,
+    pub window: u32,
+    pub scale: f32,
+    pub softcap: f32,
+}
+
+const _: () = assert!(std::mem::size_of::<AttnPush>() == 48);
+const _: () =
+    assert!(std::mem::size_of::<AttnPush>() == shaders::ATTENTION_F32.push_constant_size as usize);
+const _: () =
+    assert!(std::mem::size_of::<AttnPush>() == shaders::ATTENTION_F16.push_constant_size as usize);
+
+// SAFETY: repr(C), twelve 32-bit fields (u32 / f32), 48 bytes (asserted
+// above): no padding.
+unsafe impl PushConstants for AttnPush {}
+
+fn u32_of(v: usize, what: &str) -> u32 {
+    u32::try_from(v).unwrap_or_else(|_| panic!("attention: {what} {v} exceeds u32"))
+}
+
+/// Bytes `start..end` of cache elements `e0..e1`, widened to whole words.
+fn cache_bytes(kv: &GpuKv, e0: usize, e1: usize) -> std::ops::Range<u64> {
+    let eb = kv.elem_bytes();
+    (e0 as u64 * eb) / 4 * 4..(e1 as u64 * eb).div_ceil(4) * 4
+}
+
+/// Writes rows `src` `[T, width]` into cache buffer `buf` (`[n_ctx, width]`)
+/// at positions `pos0..pos0 + T`.
+fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Act, pos0: usize) {
+    let (e0, e1) = (pos0 * width, (pos0 + src.rows()) * width);
+    let s = Bind::act(src);
+    match kv.ty {
+        KvType::F32 => b.copy_bytes(
+            s.buf,
+            s.bytes.start,
+            buf,
+            e0 as u64 * 4,
+            s.bytes.end - s.bytes.start,
+        ),
+        KvType::F16 => {
+            let n_words = e1.div_ceil(2) - e0 / 2;
+            let push = KvWritePush {
+                n_words: u32_of(n_words, "KV words"),
+                src_offset: u32_of(src.elems().start, "k/v offset"),
+                e0: u32_of(e0, "cache element"),
+                e1: u32_of(e1, "cache element"),
+            };
+            let groups = b.groups_1d(&shaders::KV_WRITE, n_words as u64);
+            let dst = Bind {
+                buf,
+                bytes: cache_bytes(kv, e0, e1),
+            };
+            b.dispatch(&shaders::KV_WRITE, &[s, dst], &push, groups);
+        }
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention(
-    _b: &mut VulkanBackend,
-    _kv: Kv,
-    _q: Act,
-    _k: Act,
-    _v: Act,
-    _out: Act,
-    _pos0: usize,
-    _p: &AttnParams,
+    b: &mut VulkanBackend,
+    kv: Kv,
+    q: Act,
+    k: Act,
+    v: Act,
+    out: Act,
+    pos0: usize,
+    p: &AttnParams,
 ) {
-    unimplemented!("vulkan attention")
+    let c = b.kv(kv);
+    let (nh, nkv, dk, dv) = (p.n_head, p.n_kv_head, p.head_dim_k, p.head_dim_v);
+    let t = q.rows();
+    assert!(
+        nkv > 0 && nh % nkv == 0 && c.k_width == nkv * dk && c.v_width == nkv * dv,
+        "attention: {nh} heads over {nkv} KV heads of {dk}/{dv} with cache widths {}/{}",
+        c.k_width,
+        c.v_width
+    );
+    assert!(
+        q.width() == nh * dk
+            && k.rows() == t
+            && k.width() == c.k_width
+            && v.rows() == t
+            && v.width() == c.v_width
+            && out.rows() == t
+            && out.width() == nh * dv,
+        "attention: shapes q {q:?} k {k:?} v {v:?} out {out:?}"
+    );
+    assert!(
+        pos0 + t <= c.n_ctx,
+        "attention: {t} rows at {pos0} in a {}-position cache",
+        c.n_ctx
+    );
+    assert!(
+        dk <= MAX_HEAD_DIM_K && dv <= MAX_HEAD_DIM_V,
+        "attention: head dims {dk}/{dv} over the shader's {MAX_HEAD_DIM_K}/{MAX_HEAD_DIM_V}"
+    );
+    assert!(p.window != Some(0), "attention: window 0 sees nothing");
+    if t == 0 {
+        return;
+    }
+
+    write_rows(b, &c, c.k, c.k_width, k, pos0);
+    write_rows(b, &c, c.v, c.v_width, v, pos0);
+
+    let end = pos0 + t;
+    let push = AttnPush {
+        n_head: u32_of(nh, "n_head"),
+        group: u32_of(nh / nkv, "group"),
+        head_dim_k: u32_of(dk, "head_dim_k"),
+        head_dim_v: u32_of(dv, "head_dim_v"),
+        k_width: u32_of(c.k_width, "k_width"),
+        v_width: u32_of(c.v_width, "v_width"),
+        pos0: u32_of(pos0, "pos0"),
+        q_offset: u32_of(q.elems().start, "q offset"),
+        out_offset: u32_of(out.elems().start, "out offset"),
+        window: p.window.map_or(0, |w| u32_of(w, "window")),
+        scale: p.scale,
+        softcap: p.softcap.unwrap_or(0.0),
+    };
+    let shader = match c.ty {
+        KvType::F32 => &shaders::ATTENTION_F32,
+        KvType::F16 => &shaders::ATTENTION_F16,
+    };
+    let binds = [
+        Bind::act(q),
+        Bind {
+            buf: c.k,
+            bytes: cache_bytes(&c, 0, end * c.k_width),
+        },
+        Bind {
+            buf: c.v,
+            bytes: cache_bytes(&c, 0, end * c.v_width),
+        },
+        Bind::act(out),
+    ];
+    let groups = [push.n_head, u32_of(t, "rows"), 1];
+    b.dispatch(shader, &binds, &push, groups);
 }

@@ -1,0 +1,164 @@
+#version 450
+// Causal grouped-query attention of T query rows against the KV cache (which
+// already holds this batch's K and V rows), one workgroup per (head, row).
+//
+// The workgroup walks the visible positions first..pos in tiles of WG keys:
+// each invocation scores one key (q . k, scaled, soft-capped), the tile's max
+// and sum come from shared-memory reductions, and an online softmax rescales
+// the running output: invocation i accumulates output dimensions i, i + WG,
+// ... (at most ACC of them) over the tile's keys from shared memory.
+//
+// Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
+// Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
+// 3 = out (written). Push: AttnPush.
+// Limits (checked on the host): head_dim_k <= MAX_DK, head_dim_v <= WG * ACC.
+
+#include "attention.glsl"
+
+#define WG 64
+#define ACC 8
+#define MAX_DK 512
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
+#ifdef KV_F16
+layout(set = 0, binding = 1, std430) readonly buffer K { uint kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V { uint vc[]; };
+#else
+layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
+#endif
+layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
+
+layout(push_constant) uniform Push { AttnPush p; };
+
+shared float sq[MAX_DK]; // this head's query row
+shared float sp[WG];     // the tile's probabilities
+shared float red[WG];    // reduction scratch
+
+#ifdef KV_F16
+float v_at(uint e) {
+    vec2 h = unpackHalf2x16(vc[e >> 1]);
+    return (e & 1u) == 0u ? h.x : h.y;
+}
+
+// q . K[base .. base + head_dim_k]
+float dot_k(uint base) {
+    float s = 0.0;
+    uint dk = p.head_dim_k;
+    if (((base | dk) & 1u) == 0u) {
+        uint w0 = base >> 1;
+        for (uint i = 0u; i < dk; i += 2u) {
+            vec2 h = unpackHalf2x16(kc[w0 + (i >> 1)]);
+            s += sq[i] * h.x;
+            s += sq[i + 1u] * h.y;
+        }
+    } else {
+        for (uint i = 0u; i < dk; i++) {
+            uint e = base + i;
+            vec2 h = unpackHalf2x16(kc[e >> 1]);
+            s += sq[i] * ((e & 1u) == 0u ? h.x : h.y);
+        }
+    }
+    return s;
+}
+#else
+float v_at(uint e) {
+    return vc[e];
+}
+
+float dot_k(uint base) {
+    float s = 0.0;
+    for (uint i = 0u; i < p.head_dim_k; i++) {
+        s += sq[i] * kc[base + i];
+    }
+    return s;
+}
+#endif
+
+void main() {
+    uint h = gl_WorkGroupID.x;
+    uint t = gl_WorkGroupID.y;
+    uint tid = gl_LocalInvocationID.x;
+    uint g = h / p.group;
+    uint pos = p.pos0 + t;
+    uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
+    uint dk = p.head_dim_k;
+    uint dv = p.head_dim_v;
+
+    uint qbase = p.q_offset + (t * p.n_head + h) * dk;
+    for (uint i = tid; i < dk; i += WG) {
+        sq[i] = q[qbase + i];
+    }
+    barrier();
+
+    float m = NEG_INF; // running max
+    float l = 0.0;        // running sum of exp(s - m)
+    float acc[ACC];
+    for (uint a = 0u; a < ACC; a++) {
+        acc[a] = 0.0;
+    }
+    uint kbase = g * dk;
+    uint vbase = g * dv;
+
+    for (uint j0 = first; j0 <= pos; j0 += WG) {
+        uint n = min(uint(WG), pos + 1u - j0);
+        uint j = j0 + tid;
+        float s = NEG_INF;
+        if (tid < n) {
+            s = p.scale * dot_k(j * p.k_width + kbase);
+            if (p.softcap > 0.0) {
+                s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+            }
+        }
+        // Tile max.
+        red[tid] = s;
+        barrier();
+        for (uint w = WG / 2; w > 0u; w >>= 1) {
+            if (tid < w) {
+                red[tid] = max(red[tid], red[tid + w]);
+            }
+            barrier();
+        }
+        float m_new = max(m, red[0]);
+        float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
+        float e = tid < n ? exp(s - m_new) : 0.0;
+        sp[tid] = e;
+        barrier();
+        // Tile sum.
+        red[tid] = e;
+        barrier();
+        for (uint w = WG / 2; w > 0u; w >>= 1) {
+            if (tid < w) {
+                red[tid] += red[tid + w];
+            }
+            barrier();
+        }
+        l = l * alpha + red[0];
+        m = m_new;
+        for (uint a = 0u; a < ACC; a++) {
+            uint d = tid + a * WG;
+            if (d < dv) {
+                float x = acc[a] * alpha;
+                uint row = j0 * p.v_width + vbase + d;
+                for (uint jj = 0u; jj < n; jj++) {
+                    x += sp[jj] * v_at(row);
+                    row += p.v_width;
+                }
+                acc[a] = x;
+            }
+        }
+        barrier(); // before the next tile overwrites sp and red
+    }
+
+    float inv = 1.0 / l;
+    uint obase = p.out_offset + (t * p.n_head + h) * dv;
+    for (uint a = 0u; a < ACC; a++) {
+        uint d = tid + a * WG;
+        if (d < dv) {
+            o[obase + d] = acc[a] * inv;
+        }
+    }
+}
