@@ -457,3 +457,60 @@ fn chat_prompt_starts_with_one_bos() {
         1
     );
 }
+
+#[test]
+fn the_gpu_path_says_paris_with_zero_validation_messages() {
+    // -g -1: embedding, every layer and the head on the Vulkan device
+    // (lavapipe without a GPU), with the validation layer on.
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "4",
+        "-g",
+        "-1",
+        "--validate",
+    ]);
+    let text = stdout(&o);
+    assert!(text.starts_with(" Paris"), "{text:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("validation: 0 messages"), "{err}");
+    // Hybrid: the first 10 layers on the GPU, the rest on the CPU.
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "4",
+        "-g",
+        "10",
+    ]);
+    assert!(stdout(&o).starts_with(" Paris"), "{:?}", stdout(&o));
+}
+
+#[test]
+fn bad_device_flags_are_one_line_errors() {
+    let m = path(SMOLLM2);
+    let base = ["-m", m.as_str(), "-p", "hi", "--raw", "-n", "1"];
+    let with = |extra: &[&str]| {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend_from_slice(extra);
+        sharpi(&a)
+    };
+    assert_one_line_error(&with(&["-g", "-2"]), 2, "invalid -g");
+    assert_one_line_error(
+        &with(&["-g", "-1", "--device", "no-such-gpu"]),
+        1,
+        "no Vulkan device matches `no-such-gpu`",
+    );
+    assert_one_line_error(&with(&["--validate"]), 1, "apply to the GPU");
+}

@@ -5,7 +5,7 @@
 
 mod vulkan_support;
 
-use engine::ops::Ops;
+use engine::ops::{Ops, WeightSource};
 use vulkan_support::{assert_nmse, values, Pair};
 
 #[test]
@@ -96,4 +96,21 @@ fn views_touch_only_their_rows() {
     let (c, g) = p.read(x);
     assert_nmse("add on views", &c, &g, 0.0);
     p.finish("views");
+}
+
+#[test]
+fn a_model_that_does_not_fit_is_a_clear_error() {
+    let mut p = Pair::new();
+    p.gpu.set_memory_budget(p.gpu.allocated_bytes() + (1 << 20));
+    // 2 MiB of f32 weights against 1 MiB left.
+    let w = WeightSource::from_f32("blk.0.ffn_up.weight", 512, 1024, &values(9, 512 * 1024));
+    let e = p.gpu.upload(&w).unwrap_err().to_string();
+    assert!(
+        e.contains("blk.0.ffn_up.weight") && e.contains("does not fit in device memory"),
+        "{e}"
+    );
+    // What fits still works.
+    let small = WeightSource::from_f32("small", 64, 4, &values(10, 256));
+    p.gpu.upload(&small).unwrap();
+    p.finish("budget");
 }

@@ -37,6 +37,9 @@ pub struct DeviceLimits {
     pub max_compute_work_group_count: [u32; 3],
     pub max_push_constants_size: u32,
     pub max_storage_buffer_range: u32,
+    /// Bytes of the device-local memory heaps together (the budget of
+    /// weights, KV caches and activations).
+    pub device_local_bytes: u64,
     pub min_storage_buffer_offset_alignment: u64,
 }
 
@@ -112,11 +115,19 @@ impl Context {
                 });
             }
         };
+        // SAFETY: `physical` belongs to this live instance.
+        let memory = unsafe { instance.raw.get_physical_device_memory_properties(physical) };
+        let device_local_bytes = memory.memory_heaps[..memory.memory_heap_count as usize]
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .sum();
         let l = &props.limits;
         let limits = DeviceLimits {
             max_compute_work_group_count: l.max_compute_work_group_count,
             max_push_constants_size: l.max_push_constants_size,
             max_storage_buffer_range: l.max_storage_buffer_range,
+            device_local_bytes,
             min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
         };
         Ok(Self {

@@ -157,6 +157,10 @@ pub struct VulkanBackend {
     /// The first error while recording, returned by the next transfer.
     error: Option<BackendError>,
     stats: VulkanStats,
+    /// Bytes of device buffers made so far, and the most there may be (the
+    /// device-local heaps).
+    allocated: u64,
+    budget: u64,
     /// Tests only ([`VulkanBackend::set_max_chunk_bytes`]): a weight chunk
     /// limit below the device's, so that chunking can be tested with small
     /// weights.
@@ -180,6 +184,7 @@ impl VulkanBackend {
             usable: 0,
             sentinel: false,
         };
+        let budget = ctx.limits().device_local_bytes;
         VulkanBackend {
             ctx,
             slots: (0..FIRST_TENSOR).map(|_| empty()).collect(),
@@ -189,8 +194,21 @@ impl VulkanBackend {
             staged: Vec::new(),
             error: None,
             stats: VulkanStats::default(),
+            allocated: 0,
+            budget,
             max_chunk_bytes: None,
         }
+    }
+
+    /// Lowers the device-memory budget (tests: a model that does not fit).
+    #[doc(hidden)]
+    pub fn set_memory_budget(&mut self, bytes: u64) {
+        self.budget = bytes;
+    }
+
+    /// Bytes of device buffers made so far.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated
     }
 
     pub fn context(&self) -> &Context {
@@ -232,7 +250,19 @@ impl VulkanBackend {
     fn new_buffer(&mut self, name: &str, bytes: u64, sentinel: bool, zero: bool) -> VkResult<u32> {
         let usable = bytes.max(4).div_ceil(4) * 4;
         let size = usable + if sentinel { SENTINEL_BYTES } else { 0 };
+        if self.allocated + size > self.budget {
+            return Err(VkError::Buffer {
+                name: name.to_string(),
+                message: format!(
+                    "does not fit in device memory: {} MiB more on top of {} MiB allocated exceeds the device's {} MiB of device-local memory",
+                    size.div_ceil(1 << 20),
+                    self.allocated >> 20,
+                    self.budget >> 20
+                ),
+            });
+        }
         let buffer = self.ctx.create_buffer(name, size, BufferKind::Storage)?;
+        self.allocated += size;
         let id = u32::try_from(self.slots.len()).expect("fewer than 2^32 buffers");
         self.slots.push(Slot {
             buffer: Some(buffer),
