@@ -118,9 +118,17 @@ impl Thresholds {
             toml::from_str(text).map_err(|e| format!("{source}: {}", one_line(&e.to_string())))?;
         for (model, paths) in &models {
             for (path, limits) in paths {
-                if path != "hybrid" {
-                    path.parse::<Path>()
-                        .map_err(|e| format!("{source}: [{model}.{path}]: {e}"))?;
+                // A path, "hybrid" (any hybrid:N), or "A-vs-B": path A
+                // against path B.
+                let parts: Vec<&str> = match path.split_once("-vs-") {
+                    Some((a, b)) => vec![a, b],
+                    None => vec![path.as_str()],
+                };
+                for part in parts {
+                    if part != "hybrid" {
+                        part.parse::<Path>()
+                            .map_err(|e| format!("{source}: [{model}.{path}]: {e}"))?;
+                    }
                 }
                 limits.check(&format!("{source}: [{model}.{path}]"))?;
             }
@@ -164,6 +172,13 @@ default = 1e-2
 Qcur = 1e-3
 [m.cpu.taps_layer0]
 default = 1e-9
+[m."gpu-vs-cpu"]
+logits_nmse = 2e-2
+kld_mean = 1e-3
+kld_max = 0.05
+top1_min = 0.9
+near_tie = 0.5
+taps = { default = 0.1 }
 [m.hybrid]
 logits_nmse = 2e-2
 kld_mean = 1e-3
@@ -184,6 +199,8 @@ taps = { default = 0.1 }
         assert_eq!(l.tap_nmse("inp_scaled", None, true), 1e-9);
         assert_eq!(l.tap_nmse("result_norm", None, false), 1e-2);
         // hybrid:N falls back to [m.hybrid]; no layer-0 table: taps
+        assert_eq!(t.limits_key("m", "gpu-vs-cpu").unwrap().logits_nmse, 2e-2);
+        assert!(t.limits_key("m", "hybrid:1-vs-cpu").is_none());
         let h = t.limits("m", Path::Hybrid(7)).unwrap();
         assert_eq!(h.tap_nmse("Qcur", Some(0), false), 0.1);
         assert!(t.limits("m", Path::Gpu).is_none());
@@ -202,6 +219,8 @@ taps = { default = 0.1 }
         assert!(e.contains("top1_min"), "{e}");
         let e = Thresholds::parse(&TEXT.replace("[m.hybrid]", "[m.vulkan]"), "t").unwrap_err();
         assert!(e.contains("vulkan"), "{e}");
+        let e = Thresholds::parse(&TEXT.replace("gpu-vs-cpu", "gpu-vs-tpu"), "t").unwrap_err();
+        assert!(e.contains("gpu-vs-tpu"), "{e}");
         let e = Thresholds::parse(
             &TEXT.replace(
                 "near_tie = 0.5\n[m.cpu.taps]",
