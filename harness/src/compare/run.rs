@@ -96,7 +96,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let start = Instant::now();
     let data = ReferenceData::open(&opts.reference_dir).map_err(|e| e.to_string())?;
     if opts.verify_files {
-        data.verify_files()
+        data.verify_files_of(&opts.models)
             .map_err(|e| format!("reference data: {e}"))?;
     }
     let manifest = data.manifest();

@@ -94,7 +94,22 @@ impl ReferenceData {
     /// Checks that every file the manifest lists exists with its size and
     /// SHA-256.
     pub fn verify_files(&self) -> Result<(), ReferenceError> {
-        for f in &self.manifest.files {
+        self.verify_files_of(&[])
+    }
+
+    /// [`ReferenceData::verify_files`] for the files the models `ids` (all
+    /// when empty) and every model share: another model's directory and
+    /// chat renders are skipped.
+    pub fn verify_files_of(&self, ids: &[String]) -> Result<(), ReferenceError> {
+        let other = |path: &str| {
+            !ids.is_empty()
+                && self.manifest.models.iter().any(|m| {
+                    !ids.contains(&m.id)
+                        && (path.starts_with(&format!("{}/", m.id))
+                            || path == format!("chat/{}.json", m.id))
+                })
+        };
+        for f in self.manifest.files.iter().filter(|f| !other(&f.path)) {
             let path = self.root.join(&f.path);
             let len = std::fs::metadata(&path)
                 .map_err(|e| ReferenceError::io(&path, e))?
