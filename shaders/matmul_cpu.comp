@@ -1,0 +1,120 @@
+#version 450
+// Matrix products for CPU Vulkan implementations (lavapipe / llvmpipe):
+// out[t, col0 + r] = sum_c W[r, c] * x[t, c], like matvec.comp (TOKENS = 1)
+// and matmul.comp (TOKENS > 1), but with no shared memory and no barrier,
+// which a CPU implementation runs as slow synchronisation between the SIMD
+// batches of a workgroup. One invocation computes one weight row for TOKENS
+// activation rows, walking the row's blocks once: each unit of 8 weights is
+// dequantized once and used for all TOKENS rows, whose sums stay in
+// registers. Sums are taken per block (8 values, then the units of a block)
+// before they are added to the row's total, which keeps the f32 rounding
+// below that of one long running sum.
+//
+// Grid: TOKENS = 1: one invocation per weight row, 1-D (spilling into y
+// past the x limit: global_index_1d). TOKENS > 1: x over weight rows, y over
+// groups of TOKENS activation rows; a partial group reads the last row again
+// and writes only its own.
+// Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
+
+#include "weights.glsl"
+#include "index.glsl"
+
+#ifndef TOKENS
+#error "matmul_cpu.comp: TOKENS (activation rows per invocation) is not set"
+#endif
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
+// x in vec4s: a CPU implementation runs each buffer load instruction once
+// per invocation, so one load of 4 values costs about what one of 1 does.
+layout(set = 0, binding = 1, std430) readonly buffer Xt { vec4 X4[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
+
+layout(push_constant) uniform Push { WeightPush p; };
+
+#include "blocks.glsl"
+
+// Elements of a float row summed before they join the row's total.
+#define FLOAT_SPAN 32u
+
+void main() {
+#if TOKENS == 1
+    uint row = global_index_1d();
+    uint t0 = 0u;
+#else
+    uint row = gl_GlobalInvocationID.x;
+    uint t0 = gl_WorkGroupID.y * TOKENS;
+#endif
+    if (row >= p.rows) {
+        return; // no barrier anywhere: a partial workgroup may leave
+    }
+    uint rb = row * p.row_bytes;
+    // First element of each activation row (clamped to the last real one).
+    uint xo[TOKENS];
+    float acc[TOKENS];
+    for (uint t = 0u; t < TOKENS; t++) {
+        xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * p.n_in;
+        acc[t] = 0.0;
+    }
+#ifdef FLOAT_WEIGHTS
+    // Rows of any length: vec4 reads of x only when every row starts at a
+    // multiple of 4 elements (views start at whole rows).
+    uint n4 = (p.n_in & 3u) == 0u ? p.n_in : 0u;
+    for (uint c0 = 0u; c0 < n4; c0 += FLOAT_SPAN) {
+        uint c1 = min(c0 + FLOAT_SPAN, n4);
+        float part[TOKENS];
+        for (uint t = 0u; t < TOKENS; t++) {
+            part[t] = 0.0;
+        }
+        for (uint i = c0; i < c1; i += 4u) {
+            vec4 w = vec4(weight_elem(rb, i), weight_elem(rb, i + 1u),
+                          weight_elem(rb, i + 2u), weight_elem(rb, i + 3u));
+            for (uint t = 0u; t < TOKENS; t++) {
+                part[t] += dot(w, X4[(xo[t] + i) >> 2]);
+            }
+        }
+        for (uint t = 0u; t < TOKENS; t++) {
+            acc[t] += part[t];
+        }
+    }
+    for (uint i = n4; i < p.n_in; i++) {
+        float w = weight_elem(rb, i);
+        for (uint t = 0u; t < TOKENS; t++) {
+            uint a = xo[t] + i;
+            acc[t] += w * X4[a >> 2][a & 3u];
+        }
+    }
+#else
+    uint n_blocks = p.n_in / BLOCK_ELEMS;
+    for (uint blk = 0u; blk < n_blocks; blk++) {
+        uint bb = rb + blk * BLOCK_BYTES;
+        uint xb = blk * BLOCK_ELEMS;
+        float part[TOKENS];
+        for (uint t = 0u; t < TOKENS; t++) {
+            part[t] = 0.0;
+        }
+        for (uint u = 0u; u < UNITS; u++) {
+            vec4 lo, hi;
+            uint elo, ehi;
+            dequant_unit(bb, u, lo, hi, elo, ehi);
+            for (uint t = 0u; t < TOKENS; t++) {
+                // Block types: rows are whole blocks (multiples of 32
+                // elements) and views start at whole rows, so a and b are
+                // multiples of 4.
+                uint a = xo[t] + xb + elo;
+                uint b = xo[t] + xb + ehi;
+                part[t] += dot(lo, X4[a >> 2]) + dot(hi, X4[b >> 2]);
+            }
+        }
+        for (uint t = 0u; t < TOKENS; t++) {
+            acc[t] += part[t];
+        }
+    }
+#endif
+    for (uint t = 0u; t < TOKENS; t++) {
+        if (t0 + t < p.n_tok) {
+            O[p.out_offset + (t0 + t) * p.n_out + p.col0 + row] = acc[t];
+        }
+    }
+}
