@@ -3,24 +3,25 @@
 // out[t, col0 + r] = sum_c W[r, c] * x[t, c], like matvec.comp (TOKENS = 1)
 // and matmul.comp (TOKENS > 1), but with no shared memory and no barrier,
 // which a CPU implementation runs as slow synchronisation between the SIMD
-// batches of a workgroup. One invocation computes one weight row for TOKENS
-// activation rows, walking the row's blocks once: each unit of 8 weights is
-// dequantized once and used for all TOKENS rows, whose sums stay in
-// registers. Sums are taken per block (8 values, then the units of a block)
+// batches of a workgroup. One invocation computes ROWS weight rows for
+// TOKENS activation rows, walking the rows' blocks once: each unit of 8
+// weights is dequantized once and used for all TOKENS activation rows, each
+// activation vec4 is read once for the ROWS weight rows, and the sums stay
+// in registers. Sums are taken per block (8 values, then the units of a block)
 // before they are added to the row's total, which keeps the f32 rounding
 // below that of one long running sum.
 //
-// Grid: TOKENS = 1: one invocation per weight row, 1-D (spilling into y
-// past the x limit: global_index_1d). TOKENS > 1: x over weight rows, y over
-// groups of TOKENS activation rows; a partial group reads the last row again
-// and writes only its own.
+// Grid: TOKENS = 1: one invocation per ROWS weight rows, 1-D (spilling into
+// y past the x limit: global_index_1d). TOKENS > 1: x over weight rows, y
+// over groups of TOKENS activation rows. A partial group reads the last row
+// (weight or activation) again and writes only its own.
 // Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
 
 #include "weights.glsl"
 #include "index.glsl"
 
-#ifndef TOKENS
-#error "matmul_cpu.comp: TOKENS (activation rows per invocation) is not set"
+#if !defined(TOKENS) || !defined(ROWS)
+#error "matmul_cpu.comp: TOKENS and ROWS (activation and weight rows per invocation) must be set"
 #endif
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
@@ -40,22 +41,28 @@ layout(push_constant) uniform Push { WeightPush p; };
 
 void main() {
 #if TOKENS == 1
-    uint row = global_index_1d();
+    uint row0 = global_index_1d() * ROWS;
     uint t0 = 0u;
 #else
-    uint row = gl_GlobalInvocationID.x;
+    uint row0 = gl_GlobalInvocationID.x * ROWS;
     uint t0 = gl_WorkGroupID.y * TOKENS;
 #endif
-    if (row >= p.rows) {
+    if (row0 >= p.rows) {
         return; // no barrier anywhere: a partial workgroup may leave
     }
-    uint rb = row * p.row_bytes;
-    // First element of each activation row (clamped to the last real one).
+    // First byte of each weight row, first element of each activation row
+    // (both clamped to the last real one).
+    uint rbs[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+        rbs[r] = min(row0 + r, p.rows - 1u) * p.row_bytes;
+    }
     uint xo[TOKENS];
-    float acc[TOKENS];
     for (uint t = 0u; t < TOKENS; t++) {
         xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * p.n_in;
-        acc[t] = 0.0;
+    }
+    float acc[ROWS * TOKENS];
+    for (uint i = 0u; i < ROWS * TOKENS; i++) {
+        acc[i] = 0.0;
     }
 #ifdef FLOAT_WEIGHTS
     // Rows of any length: vec4 reads of x only when every row starts at a
@@ -63,58 +70,73 @@ void main() {
     uint n4 = (p.n_in & 3u) == 0u ? p.n_in : 0u;
     for (uint c0 = 0u; c0 < n4; c0 += FLOAT_SPAN) {
         uint c1 = min(c0 + FLOAT_SPAN, n4);
-        float part[TOKENS];
-        for (uint t = 0u; t < TOKENS; t++) {
-            part[t] = 0.0;
+        float part[ROWS * TOKENS];
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            part[j] = 0.0;
         }
         for (uint i = c0; i < c1; i += 4u) {
-            vec4 w = vec4(weight_elem(rb, i), weight_elem(rb, i + 1u),
-                          weight_elem(rb, i + 2u), weight_elem(rb, i + 3u));
+            vec4 w[ROWS];
+            for (uint r = 0u; r < ROWS; r++) {
+                w[r] = vec4(weight_elem(rbs[r], i), weight_elem(rbs[r], i + 1u),
+                            weight_elem(rbs[r], i + 2u), weight_elem(rbs[r], i + 3u));
+            }
             for (uint t = 0u; t < TOKENS; t++) {
-                part[t] += dot(w, X4[(xo[t] + i) >> 2]);
+                vec4 x = X4[(xo[t] + i) >> 2];
+                for (uint r = 0u; r < ROWS; r++) {
+                    part[r * TOKENS + t] += dot(w[r], x);
+                }
             }
         }
-        for (uint t = 0u; t < TOKENS; t++) {
-            acc[t] += part[t];
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            acc[j] += part[j];
         }
     }
     for (uint i = n4; i < p.n_in; i++) {
-        float w = weight_elem(rb, i);
         for (uint t = 0u; t < TOKENS; t++) {
             uint a = xo[t] + i;
-            acc[t] += w * X4[a >> 2][a & 3u];
+            float x = X4[a >> 2][a & 3u];
+            for (uint r = 0u; r < ROWS; r++) {
+                acc[r * TOKENS + t] += weight_elem(rbs[r], i) * x;
+            }
         }
     }
 #else
     uint n_blocks = p.n_in / BLOCK_ELEMS;
     for (uint blk = 0u; blk < n_blocks; blk++) {
-        uint bb = rb + blk * BLOCK_BYTES;
         uint xb = blk * BLOCK_ELEMS;
-        float part[TOKENS];
-        for (uint t = 0u; t < TOKENS; t++) {
-            part[t] = 0.0;
+        float part[ROWS * TOKENS];
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            part[j] = 0.0;
         }
         for (uint u = 0u; u < UNITS; u++) {
-            vec4 lo, hi;
-            uint elo, ehi;
-            dequant_unit(bb, u, lo, hi, elo, ehi);
+            vec4 lo[ROWS], hi[ROWS];
+            uint elo, ehi; // the same for every row
+            for (uint r = 0u; r < ROWS; r++) {
+                dequant_unit(rbs[r] + blk * BLOCK_BYTES, u, lo[r], hi[r], elo, ehi);
+            }
             for (uint t = 0u; t < TOKENS; t++) {
                 // Block types: rows are whole blocks (multiples of 32
                 // elements) and views start at whole rows, so a and b are
                 // multiples of 4.
                 uint a = xo[t] + xb + elo;
                 uint b = xo[t] + xb + ehi;
-                part[t] += dot(lo, X4[a >> 2]) + dot(hi, X4[b >> 2]);
+                vec4 x0 = X4[a >> 2];
+                vec4 x1 = X4[b >> 2];
+                for (uint r = 0u; r < ROWS; r++) {
+                    part[r * TOKENS + t] += dot(lo[r], x0) + dot(hi[r], x1);
+                }
             }
         }
-        for (uint t = 0u; t < TOKENS; t++) {
-            acc[t] += part[t];
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            acc[j] += part[j];
         }
     }
 #endif
     for (uint t = 0u; t < TOKENS; t++) {
-        if (t0 + t < p.n_tok) {
-            O[p.out_offset + (t0 + t) * p.n_out + p.col0 + row] = acc[t];
+        for (uint r = 0u; r < ROWS; r++) {
+            if (t0 + t < p.n_tok && row0 + r < p.rows) {
+                O[p.out_offset + (t0 + t) * p.n_out + p.col0 + row0 + r] = acc[r * TOKENS + t];
+            }
         }
     }
 }

@@ -350,8 +350,8 @@ fn chunked_weights() {
         assert_eq!(chunks, 7, "{src:?}");
         for layout in layouts(&p) {
             p.gpu.set_kernel_layout(layout);
-            // 5 and 11 rows: one partial and one full-plus-partial group of
-            // matmul_cpu's 8 tokens.
+            // 5 and 11 rows: full and partial groups of matmul_cpu's tokens
+            // (4 per invocation); 7-row chunks: partial groups of its 8 rows.
             for rows in [1, 5, 11] {
                 let (vs_cpu, vs_f64) = check_matmul(&mut p, ty, n_in, 45, rows, 50 + i as u64);
                 assert!(

@@ -11,9 +11,9 @@
 //!
 //! On CPU implementations ([`KernelLayout::Cpu`], e.g. lavapipe) the two
 //! products use `matvec_cpu_*` / `matmul_cpu_*` instead
-//! (`shaders/matmul_cpu.comp`): one invocation per weight row (and, for
-//! matmul, per [`MATMUL_CPU_TOKENS`] activation rows), no shared memory and
-//! no barrier.
+//! (`shaders/matmul_cpu.comp`): each invocation computes `ROWS` weight rows
+//! for `TOKENS` activation rows (the variant's defines, read here with
+//! [`define`]), with no shared memory and no barrier.
 //!
 //! Every op runs once per chunk of the weight ([`GpuWeight::chunks`]): a
 //! chunk's rows are output columns `row0..row0 + rows` (or, for the lookup,
@@ -219,9 +219,16 @@ const MATVEC_ROWS: usize = 2;
 /// of `shaders/matmul.comp`).
 const MATMUL_TILE: (usize, usize) = (32, 32);
 
-/// Activation rows per `matmul_cpu` invocation (`TOKENS` of its variants in
-/// engine/build.rs).
-const MATMUL_CPU_TOKENS: usize = 8;
+/// The value of macro `name` in `shader`'s variant (`ROWS`, `TOKENS` of the
+/// `matmul_cpu.comp` variants in engine/build.rs).
+fn define(shader: &Shader, name: &str) -> usize {
+    shader
+        .defines
+        .iter()
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("shader {} has no numeric {name}", shader.name))
+}
 
 fn u32_of(v: usize, what: &str) -> u32 {
     u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} exceeds u32"))
@@ -316,13 +323,16 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
         let binds = [Bind::chunk(&gw, c), Bind::act(x), Bind::act(out)];
         if b.kernel_layout == KernelLayout::Cpu {
             if x.rows() == 1 {
-                // One invocation per weight row, spilling into y.
-                let groups = b.groups_1d(k.matvec_cpu, c.rows as u64);
+                // One invocation per ROWS weight rows, spilling into y.
+                let per = define(k.matvec_cpu, "ROWS");
+                let groups = b.groups_1d(k.matvec_cpu, c.rows.div_ceil(per) as u64);
                 b.dispatch(k.matvec_cpu, &binds, &push, groups);
             } else {
-                // x: weight rows, y: groups of MATMUL_CPU_TOKENS activation rows.
-                let gx = c.rows.div_ceil(k.matmul_cpu.local_size[0] as usize);
-                let gy = x.rows().div_ceil(MATMUL_CPU_TOKENS);
+                // x: weight rows (ROWS per invocation), y: groups of TOKENS
+                // activation rows.
+                let (per, tokens) = (define(k.matmul_cpu, "ROWS"), define(k.matmul_cpu, "TOKENS"));
+                let gx = c.rows.div_ceil(k.matmul_cpu.local_size[0] as usize * per);
+                let gy = x.rows().div_ceil(tokens);
                 if gx > limit[0] as usize || gy > limit[1] as usize {
                     let e = b.err(format!(
                         "matmul {}: {gx} x {gy} workgroups exceed the device's {limit:?}",
