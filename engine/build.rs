@@ -194,6 +194,142 @@ const VARIANTS: &[Variant] = &[
         source: "matmul.comp",
         defines: &[("WEIGHT_Q6_K", "1")],
     },
+    // The same products for CPU Vulkan implementations (shaders/matmul_cpu.comp):
+    // ROWS weight rows for TOKENS activation rows per invocation (TOKENS = 1:
+    // decode). Measured on lavapipe (2 cores, Q4_1 576x1536): decode is
+    // fastest at 1 row (2 for the float types, whose weights are read one
+    // element at a time), prefill at 8 rows x 4 tokens (12 ms for 64 tokens;
+    // 8 x 8: 23 ms, 4 x 4: 18 ms, 1 x 8: 35 ms).
+    Variant {
+        name: "matvec_cpu_f32",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_F32", "1"), ("TOKENS", "1"), ("ROWS", "2")],
+    },
+    Variant {
+        name: "matvec_cpu_f16",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_F16", "1"), ("TOKENS", "1"), ("ROWS", "2")],
+    },
+    Variant {
+        name: "matvec_cpu_bf16",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_BF16", "1"), ("TOKENS", "1"), ("ROWS", "2")],
+    },
+    Variant {
+        name: "matvec_cpu_q4_0",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q4_0", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q4_1",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q4_1", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q5_0",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q5_0", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q5_1",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q5_1", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q8_0",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q8_0", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q2_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q2_K", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q3_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q3_K", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q4_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q4_K", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q5_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q5_K", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_q6_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q6_K", "1"), ("TOKENS", "1"), ("ROWS", "1")],
+    },
+    Variant {
+        name: "matmul_cpu_f32",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_F32", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_f16",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_F16", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_bf16",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_BF16", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q4_0",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q4_0", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q4_1",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q4_1", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q5_0",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q5_0", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q5_1",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q5_1", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q8_0",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q8_0", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q2_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q2_K", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q3_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q3_K", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q4_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q4_K", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q5_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q5_K", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
+    Variant {
+        name: "matmul_cpu_q6_k",
+        source: "matmul_cpu.comp",
+        defines: &[("WEIGHT_Q6_K", "1"), ("TOKENS", "4"), ("ROWS", "8")],
+    },
     Variant {
         name: "get_rows_f32",
         source: "get_rows.comp",

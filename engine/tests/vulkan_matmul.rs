@@ -10,11 +10,16 @@
 //! both dequantize the same bytes with the same f32 operations. Weights
 //! split into several chunks are tested with a small chunk limit. Every test
 //! ends with `Pair::finish` (sentinels intact, zero validation messages).
+//!
+//! The products are checked in both kernel layouts ([`KernelLayout`]): the
+//! one the device picks, on the full set of shapes, and the other one, forced,
+//! on fewer (on lavapipe, the GPU kernels are the slow ones).
 
 mod vulkan_support;
 
 use engine::ops::{Ops, WeightSource};
 use engine::quant::{dequantize_row, quantize_row};
+use engine::vulkan::KernelLayout;
 use engine::GgmlType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -167,9 +172,29 @@ fn shapes(ty: GgmlType) -> impl Strategy<Value = (usize, usize, usize, u64)> {
         })
 }
 
+/// The device's own kernel layout first, then the other one.
+fn layouts(p: &Pair) -> [KernelLayout; 2] {
+    match p.gpu.kernel_layout() {
+        KernelLayout::Gpu => [KernelLayout::Gpu, KernelLayout::Cpu],
+        KernelLayout::Cpu => [KernelLayout::Cpu, KernelLayout::Gpu],
+    }
+}
+
+/// Shapes per type in the device's own layout, and in the other one.
+const CASES: [u32; 2] = [10, 3];
+
 fn matmul_type(ty: GgmlType) {
+    let mut p = Pair::new();
+    for (layout, cases) in layouts(&p).into_iter().zip(CASES) {
+        p.gpu.set_kernel_layout(layout);
+        p = matmul_type_in(p, ty, layout, cases);
+    }
+    p.finish(&format!("matmul {}", ty.name()));
+}
+
+fn matmul_type_in(p: Pair, ty: GgmlType, layout: KernelLayout, cases: u32) -> Pair {
     // TestRunner::run takes a Fn: the pair and the maxima live in cells.
-    let p = RefCell::new(Pair::new());
+    let p = RefCell::new(p);
     let worst = Cell::new((0.0f64, 0.0f64));
     // A fixed set of shapes (the same every run: an NMSE over a handful of
     // outputs can be large by chance); SHARPI_MATMUL_CASES=N draws N random
@@ -178,7 +203,7 @@ fn matmul_type(ty: GgmlType) {
         .ok()
         .map(|v| v.parse().expect("SHARPI_MATMUL_CASES: a number"));
     let config = Config {
-        cases: explore.unwrap_or(10),
+        cases: explore.unwrap_or(cases),
         failure_persistence: None,
         ..Config::default()
     };
@@ -191,7 +216,7 @@ fn matmul_type(ty: GgmlType) {
         .run(&shapes(ty), |(n_in, n_out, rows, seed)| {
             let (vs_cpu, vs_f64) = check_matmul(&mut p.borrow_mut(), ty, n_in, n_out, rows, seed);
             eprintln!(
-                "{} n_in {n_in} n_out {n_out} rows {rows}: NMSE vs CPU {vs_cpu:.2e}, vs f64 {vs_f64:.2e}",
+                "{} {layout:?} n_in {n_in} n_out {n_out} rows {rows}: NMSE vs CPU {vs_cpu:.2e}, vs f64 {vs_f64:.2e}",
                 ty.name()
             );
             prop_assert!(vs_cpu <= limit, "vs CPU: {vs_cpu:e} over {limit:e}");
@@ -202,12 +227,12 @@ fn matmul_type(ty: GgmlType) {
         })
         .unwrap();
     eprintln!(
-        "{}: worst NMSE vs CPU {:.2e}, vs f64 {:.2e}",
+        "{} {layout:?}: worst NMSE vs CPU {:.2e}, vs f64 {:.2e}",
         ty.name(),
         worst.get().0,
         worst.get().1
     );
-    p.into_inner().finish(&format!("matmul {}", ty.name()));
+    p.into_inner()
 }
 
 /// Embedding rows (some repeated, into a view at an offset) equal the CPU's.
@@ -269,14 +294,17 @@ fn tiny_outputs_within_the_f32_bound() {
     // One to three outputs per row, one and three rows (matvec and matmul):
     // only the per-element bound of `check_matmul` is asserted.
     let mut p = Pair::new();
-    for (i, &ty) in TYPES.iter().enumerate() {
-        let n_in = if ty.block_elems() == 1 {
-            45
-        } else {
-            ty.block_elems()
-        };
-        for (n_out, rows) in [(1, 1), (3, 1), (1, 3), (2, 3)] {
-            check_matmul(&mut p, ty, n_in, n_out, rows, 300 + i as u64);
+    for layout in layouts(&p) {
+        p.gpu.set_kernel_layout(layout);
+        for (i, &ty) in TYPES.iter().enumerate() {
+            let n_in = if ty.block_elems() == 1 {
+                45
+            } else {
+                ty.block_elems()
+            };
+            for (n_out, rows) in [(1, 1), (3, 1), (1, 3), (2, 3)] {
+                check_matmul(&mut p, ty, n_in, n_out, rows, 300 + i as u64);
+            }
         }
     }
     p.finish("tiny outputs");
@@ -320,16 +348,21 @@ fn chunked_weights() {
         let (_, wg) = p.weight(&src);
         let chunks = p.gpu.weight(wg).chunks.len();
         assert_eq!(chunks, 7, "{src:?}");
-        for rows in [1, 5] {
-            let (vs_cpu, vs_f64) = check_matmul(&mut p, ty, n_in, 45, rows, 50 + i as u64);
-            assert!(
-                vs_cpu <= cpu_limit(ty),
-                "{src:?} rows {rows}: vs CPU {vs_cpu:e}"
-            );
-            assert!(
-                vs_f64 <= LIMIT_F64,
-                "{src:?} rows {rows}: vs f64 {vs_f64:e}"
-            );
+        for layout in layouts(&p) {
+            p.gpu.set_kernel_layout(layout);
+            // 5 and 11 rows: full and partial groups of matmul_cpu's tokens
+            // (4 per invocation); 7-row chunks: partial groups of its 8 rows.
+            for rows in [1, 5, 11] {
+                let (vs_cpu, vs_f64) = check_matmul(&mut p, ty, n_in, 45, rows, 50 + i as u64);
+                assert!(
+                    vs_cpu <= cpu_limit(ty),
+                    "{src:?} {layout:?} rows {rows}: vs CPU {vs_cpu:e}"
+                );
+                assert!(
+                    vs_f64 <= LIMIT_F64,
+                    "{src:?} {layout:?} rows {rows}: vs f64 {vs_f64:e}"
+                );
+            }
         }
         embed_type(&mut p, ty, n_in, 45, 9);
         p.finish(&format!("chunked {}", ty.name()));
@@ -338,20 +371,26 @@ fn chunked_weights() {
 
 #[test]
 fn matvec_spills_workgroups_into_y() {
-    // 140001 rows: at one workgroup per two rows (the last with one), more
-    // than 65535 workgroups along x.
+    // 140001 rows: at one workgroup per two rows (the last with one), the
+    // GPU layout's matvec needs more than 65535 workgroups along x. (The CPU
+    // layout's, at 64 rows per workgroup, would need 4.2M rows; it spills
+    // with the same global_index_1d as the elementwise shaders.)
     let mut p = Pair::new();
     let (n_in, n_out) = (32, 140_001);
     let (src, deq) = weight(GgmlType::Q4_0, n_in, n_out, 11);
     let (wc, wg) = p.weight(&src);
     let xv = values(12, n_in);
     let x = p.act(1, n_in, &xv);
-    let out = p.zeros(1, n_out);
-    p.cpu.matmul(wc, x.cpu, out.cpu);
-    p.gpu.matmul(wg, x.gpu, out.gpu);
-    let (c, g) = p.read(out);
-    let vs_f64 = nmse(&reference(&deq, n_in, &xv).0, &g);
-    assert!(vs_f64 <= LIMIT_F64, "vs f64 {vs_f64:e}");
-    assert!(nmse(&c, &g) <= cpu_limit(GgmlType::Q4_0));
+    let want = reference(&deq, n_in, &xv).0;
+    for layout in layouts(&p) {
+        p.gpu.set_kernel_layout(layout);
+        let out = p.zeros(1, n_out);
+        p.cpu.matmul(wc, x.cpu, out.cpu);
+        p.gpu.matmul(wg, x.gpu, out.gpu);
+        let (c, g) = p.read(out);
+        let vs_f64 = nmse(&want, &g);
+        assert!(vs_f64 <= LIMIT_F64, "{layout:?}: vs f64 {vs_f64:e}");
+        assert!(nmse(&c, &g) <= cpu_limit(GgmlType::Q4_0), "{layout:?}");
+    }
     p.finish("spill");
 }

@@ -46,7 +46,7 @@ pub mod shaders;
 mod submit;
 mod validation;
 
-pub use backend::{VulkanBackend, VulkanOptions, VulkanStats};
+pub use backend::{KernelLayout, VulkanBackend, VulkanOptions, VulkanStats};
 pub use context::{Context, ContextOptions, DeviceLimits};
 pub use error::{VkError, VkResult};
 pub use instance::{

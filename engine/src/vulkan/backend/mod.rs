@@ -29,7 +29,9 @@ mod recorder;
 
 use std::ops::Range;
 
-use super::{Buffer, BufferKind, Context, ContextOptions, DeviceSelector, PushConstants, Shader};
+use super::{
+    Buffer, BufferKind, Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader,
+};
 use super::{VkError, VkResult};
 use crate::ggml_type::GgmlType;
 use crate::ops::{
@@ -137,6 +139,30 @@ struct Slot {
     sentinel: bool,
 }
 
+/// Which family of matrix kernels (`matmul`, decode matvec) the backend
+/// dispatches. Both compute the same products; they differ in how the work
+/// is laid out, and so in f32 summation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelLayout {
+    /// Workgroups that cooperate through shared memory and barriers
+    /// (`shaders/matvec.comp`, `shaders/matmul.comp`): for GPUs.
+    Gpu,
+    /// One invocation per weight row, no shared memory and no barrier
+    /// (`shaders/matmul_cpu.comp`): for CPU implementations such as
+    /// lavapipe, where a barrier costs far more than on a GPU.
+    Cpu,
+}
+
+impl KernelLayout {
+    /// The layout for a device of `kind`.
+    pub fn for_device(kind: DeviceKind) -> KernelLayout {
+        match kind {
+            DeviceKind::Cpu => KernelLayout::Cpu,
+            _ => KernelLayout::Gpu,
+        }
+    }
+}
+
 /// Counters since the backend was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VulkanStats {
@@ -165,6 +191,9 @@ pub struct VulkanBackend {
     /// limit below the device's, so that chunking can be tested with small
     /// weights.
     max_chunk_bytes: Option<u64>,
+    /// Matrix kernels: by device kind ([`KernelLayout::for_device`]), or
+    /// what a test forced ([`VulkanBackend::set_kernel_layout`]).
+    kernel_layout: KernelLayout,
 }
 
 impl VulkanBackend {
@@ -185,6 +214,7 @@ impl VulkanBackend {
             sentinel: false,
         };
         let budget = ctx.limits().device_local_bytes;
+        let kernel_layout = KernelLayout::for_device(ctx.device_info().kind);
         VulkanBackend {
             ctx,
             slots: (0..FIRST_TENSOR).map(|_| empty()).collect(),
@@ -197,6 +227,7 @@ impl VulkanBackend {
             allocated: 0,
             budget,
             max_chunk_bytes: None,
+            kernel_layout,
         }
     }
 
@@ -204,6 +235,18 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_memory_budget(&mut self, bytes: u64) {
         self.budget = bytes;
+    }
+
+    /// The matrix kernels this backend dispatches.
+    pub fn kernel_layout(&self) -> KernelLayout {
+        self.kernel_layout
+    }
+
+    /// Forces a kernel layout (tests: the GPU kernels on a CPU device, and
+    /// the other way round). Ops recorded afterwards use it.
+    #[doc(hidden)]
+    pub fn set_kernel_layout(&mut self, layout: KernelLayout) {
+        self.kernel_layout = layout;
     }
 
     /// Bytes of device buffers made so far.

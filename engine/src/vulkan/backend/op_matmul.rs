@@ -9,11 +9,17 @@
 //!   workgroup, weights dequantized once per tile into shared memory;
 //! - `get_rows_*` (embedding): one invocation per 8 values of a token's row.
 //!
+//! On CPU implementations ([`KernelLayout::Cpu`], e.g. lavapipe) the two
+//! products use `matvec_cpu_*` / `matmul_cpu_*` instead
+//! (`shaders/matmul_cpu.comp`): each invocation computes `ROWS` weight rows
+//! for `TOKENS` activation rows (the variant's defines, read here with
+//! [`define`]), with no shared memory and no barrier.
+//!
 //! Every op runs once per chunk of the weight ([`GpuWeight::chunks`]): a
 //! chunk's rows are output columns `row0..row0 + rows` (or, for the lookup,
 //! the token ids in that range).
 
-use super::{Bind, GpuWeight, VulkanBackend};
+use super::{Bind, GpuWeight, KernelLayout, VulkanBackend};
 use crate::ggml_type::GgmlType;
 use crate::ops::{Act, Weight};
 use crate::vulkan::{shaders, PushConstants, Shader};
@@ -43,14 +49,23 @@ const _: () =
 const _: () = assert!(
     std::mem::size_of::<WeightPush>() == shaders::GET_ROWS_Q4_0.push_constant_size as usize
 );
+const _: () = assert!(
+    std::mem::size_of::<WeightPush>() == shaders::MATVEC_CPU_Q4_0.push_constant_size as usize
+);
+const _: () = assert!(
+    std::mem::size_of::<WeightPush>() == shaders::MATMUL_CPU_Q4_0.push_constant_size as usize
+);
 
 // SAFETY: repr(C), nine u32 fields, 36 bytes (asserted above): no padding.
 unsafe impl PushConstants for WeightPush {}
 
-/// The shaders of one weight type: (matvec, matmul, get_rows).
+/// The shaders of one weight type.
 struct Kernels {
     matvec: &'static Shader,
     matmul: &'static Shader,
+    /// The [`KernelLayout::Cpu`] products.
+    matvec_cpu: &'static Shader,
+    matmul_cpu: &'static Shader,
     get_rows: &'static Shader,
     /// Values one get_rows invocation writes (8 for block types, 1 for
     /// float types).
@@ -59,25 +74,134 @@ struct Kernels {
 
 fn kernels(ty: GgmlType) -> Option<Kernels> {
     use shaders::*;
-    let (matvec, matmul, get_rows, v) = match ty {
-        GgmlType::F32 => (&MATVEC_F32, &MATMUL_F32, &GET_ROWS_F32, 1),
-        GgmlType::F16 => (&MATVEC_F16, &MATMUL_F16, &GET_ROWS_F16, 1),
-        GgmlType::BF16 => (&MATVEC_BF16, &MATMUL_BF16, &GET_ROWS_BF16, 1),
-        GgmlType::Q4_0 => (&MATVEC_Q4_0, &MATMUL_Q4_0, &GET_ROWS_Q4_0, 8),
-        GgmlType::Q4_1 => (&MATVEC_Q4_1, &MATMUL_Q4_1, &GET_ROWS_Q4_1, 8),
-        GgmlType::Q5_0 => (&MATVEC_Q5_0, &MATMUL_Q5_0, &GET_ROWS_Q5_0, 8),
-        GgmlType::Q5_1 => (&MATVEC_Q5_1, &MATMUL_Q5_1, &GET_ROWS_Q5_1, 8),
-        GgmlType::Q8_0 => (&MATVEC_Q8_0, &MATMUL_Q8_0, &GET_ROWS_Q8_0, 8),
-        GgmlType::Q2_K => (&MATVEC_Q2_K, &MATMUL_Q2_K, &GET_ROWS_Q2_K, 8),
-        GgmlType::Q3_K => (&MATVEC_Q3_K, &MATMUL_Q3_K, &GET_ROWS_Q3_K, 8),
-        GgmlType::Q4_K => (&MATVEC_Q4_K, &MATMUL_Q4_K, &GET_ROWS_Q4_K, 8),
-        GgmlType::Q5_K => (&MATVEC_Q5_K, &MATMUL_Q5_K, &GET_ROWS_Q5_K, 8),
-        GgmlType::Q6_K => (&MATVEC_Q6_K, &MATMUL_Q6_K, &GET_ROWS_Q6_K, 8),
+    let ([matvec, matmul, matvec_cpu, matmul_cpu], get_rows, v) = match ty {
+        GgmlType::F32 => (
+            [&MATVEC_F32, &MATMUL_F32, &MATVEC_CPU_F32, &MATMUL_CPU_F32],
+            &GET_ROWS_F32,
+            1,
+        ),
+        GgmlType::F16 => (
+            [&MATVEC_F16, &MATMUL_F16, &MATVEC_CPU_F16, &MATMUL_CPU_F16],
+            &GET_ROWS_F16,
+            1,
+        ),
+        GgmlType::BF16 => (
+            [
+                &MATVEC_BF16,
+                &MATMUL_BF16,
+                &MATVEC_CPU_BF16,
+                &MATMUL_CPU_BF16,
+            ],
+            &GET_ROWS_BF16,
+            1,
+        ),
+        GgmlType::Q4_0 => (
+            [
+                &MATVEC_Q4_0,
+                &MATMUL_Q4_0,
+                &MATVEC_CPU_Q4_0,
+                &MATMUL_CPU_Q4_0,
+            ],
+            &GET_ROWS_Q4_0,
+            8,
+        ),
+        GgmlType::Q4_1 => (
+            [
+                &MATVEC_Q4_1,
+                &MATMUL_Q4_1,
+                &MATVEC_CPU_Q4_1,
+                &MATMUL_CPU_Q4_1,
+            ],
+            &GET_ROWS_Q4_1,
+            8,
+        ),
+        GgmlType::Q5_0 => (
+            [
+                &MATVEC_Q5_0,
+                &MATMUL_Q5_0,
+                &MATVEC_CPU_Q5_0,
+                &MATMUL_CPU_Q5_0,
+            ],
+            &GET_ROWS_Q5_0,
+            8,
+        ),
+        GgmlType::Q5_1 => (
+            [
+                &MATVEC_Q5_1,
+                &MATMUL_Q5_1,
+                &MATVEC_CPU_Q5_1,
+                &MATMUL_CPU_Q5_1,
+            ],
+            &GET_ROWS_Q5_1,
+            8,
+        ),
+        GgmlType::Q8_0 => (
+            [
+                &MATVEC_Q8_0,
+                &MATMUL_Q8_0,
+                &MATVEC_CPU_Q8_0,
+                &MATMUL_CPU_Q8_0,
+            ],
+            &GET_ROWS_Q8_0,
+            8,
+        ),
+        GgmlType::Q2_K => (
+            [
+                &MATVEC_Q2_K,
+                &MATMUL_Q2_K,
+                &MATVEC_CPU_Q2_K,
+                &MATMUL_CPU_Q2_K,
+            ],
+            &GET_ROWS_Q2_K,
+            8,
+        ),
+        GgmlType::Q3_K => (
+            [
+                &MATVEC_Q3_K,
+                &MATMUL_Q3_K,
+                &MATVEC_CPU_Q3_K,
+                &MATMUL_CPU_Q3_K,
+            ],
+            &GET_ROWS_Q3_K,
+            8,
+        ),
+        GgmlType::Q4_K => (
+            [
+                &MATVEC_Q4_K,
+                &MATMUL_Q4_K,
+                &MATVEC_CPU_Q4_K,
+                &MATMUL_CPU_Q4_K,
+            ],
+            &GET_ROWS_Q4_K,
+            8,
+        ),
+        GgmlType::Q5_K => (
+            [
+                &MATVEC_Q5_K,
+                &MATMUL_Q5_K,
+                &MATVEC_CPU_Q5_K,
+                &MATMUL_CPU_Q5_K,
+            ],
+            &GET_ROWS_Q5_K,
+            8,
+        ),
+        GgmlType::Q6_K => (
+            [
+                &MATVEC_Q6_K,
+                &MATMUL_Q6_K,
+                &MATVEC_CPU_Q6_K,
+                &MATMUL_CPU_Q6_K,
+            ],
+            &GET_ROWS_Q6_K,
+            8,
+        ),
         _ => return None,
     };
     Some(Kernels {
         matvec,
         matmul,
+        matvec_cpu,
+        matmul_cpu,
         get_rows,
         values_per_invocation: v,
     })
@@ -94,6 +218,17 @@ const MATVEC_ROWS: usize = 2;
 /// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
 /// of `shaders/matmul.comp`).
 const MATMUL_TILE: (usize, usize) = (32, 32);
+
+/// The value of macro `name` in `shader`'s variant (`ROWS`, `TOKENS` of the
+/// `matmul_cpu.comp` variants in engine/build.rs).
+fn define(shader: &Shader, name: &str) -> usize {
+    shader
+        .defines
+        .iter()
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("shader {} has no numeric {name}", shader.name))
+}
 
 fn u32_of(v: usize, what: &str) -> u32 {
     u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} exceeds u32"))
@@ -186,7 +321,29 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
             units: 0,
         };
         let binds = [Bind::chunk(&gw, c), Bind::act(x), Bind::act(out)];
-        if x.rows() == 1 {
+        if b.kernel_layout == KernelLayout::Cpu {
+            if x.rows() == 1 {
+                // One invocation per ROWS weight rows, spilling into y.
+                let per = define(k.matvec_cpu, "ROWS");
+                let groups = b.groups_1d(k.matvec_cpu, c.rows.div_ceil(per) as u64);
+                b.dispatch(k.matvec_cpu, &binds, &push, groups);
+            } else {
+                // x: weight rows (ROWS per invocation), y: groups of TOKENS
+                // activation rows.
+                let (per, tokens) = (define(k.matmul_cpu, "ROWS"), define(k.matmul_cpu, "TOKENS"));
+                let gx = c.rows.div_ceil(k.matmul_cpu.local_size[0] as usize * per);
+                let gy = x.rows().div_ceil(tokens);
+                if gx > limit[0] as usize || gy > limit[1] as usize {
+                    let e = b.err(format!(
+                        "matmul {}: {gx} x {gy} workgroups exceed the device's {limit:?}",
+                        gw.name
+                    ));
+                    b.fail(e);
+                    return;
+                }
+                b.dispatch(k.matmul_cpu, &binds, &push, [gx as u32, gy as u32, 1]);
+            }
+        } else if x.rows() == 1 {
             // One workgroup per MATVEC_ROWS weight rows, spilling into y.
             let wgs = c.rows.div_ceil(MATVEC_ROWS) as u64;
             let groups = b.groups_1d(k.matvec, wgs * u64::from(k.matvec.local_size[0]));

@@ -1,0 +1,175 @@
+#version 450
+// Matrix products for CPU Vulkan implementations (lavapipe / llvmpipe):
+// out[t, col0 + r] = sum_c W[r, c] * x[t, c], like matvec.comp (TOKENS = 1)
+// and matmul.comp (TOKENS > 1), but with no shared memory and no barrier,
+// which a CPU implementation runs as slow synchronisation between the SIMD
+// batches of a workgroup. One invocation computes ROWS weight rows for
+// TOKENS activation rows, walking the rows' blocks once: each unit of 8
+// weights is dequantized once and used for all TOKENS activation rows, each
+// activation vec4 is read once for the ROWS weight rows, and the sums stay
+// in registers. Sums are taken per block (8 values, then the units of a block)
+// before they are added to the row's total, which keeps the f32 rounding
+// below that of one long running sum.
+//
+// Grid: TOKENS = 1: one invocation per ROWS weight rows, 1-D (spilling into
+// y past the x limit: global_index_1d). TOKENS > 1: x over weight rows, y
+// over groups of TOKENS activation rows. A partial group reads the last row
+// (weight or activation) again and writes only its own.
+// Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
+
+#include "weights.glsl"
+#include "index.glsl"
+
+#if !defined(TOKENS) || !defined(ROWS)
+#error "matmul_cpu.comp: TOKENS and ROWS (activation and weight rows per invocation) must be set"
+#endif
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
+// x in vec4s: a CPU implementation runs each buffer load instruction once
+// per invocation, so one load of 4 values costs about what one of 1 does.
+layout(set = 0, binding = 1, std430) readonly buffer Xt { vec4 X4[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
+
+layout(push_constant) uniform Push { WeightPush p; };
+
+#include "blocks.glsl"
+
+// Elements of a float row summed before they join the row's total.
+#define FLOAT_SPAN 32u
+
+void main() {
+#if TOKENS == 1
+    uint row0 = global_index_1d() * ROWS;
+    uint t0 = 0u;
+#else
+    uint row0 = gl_GlobalInvocationID.x * ROWS;
+    uint t0 = gl_WorkGroupID.y * TOKENS;
+#endif
+    if (row0 >= p.rows) {
+        return; // no barrier anywhere: a partial workgroup may leave
+    }
+    // First byte of each weight row, first element of each activation row
+    // (both clamped to the last real one).
+    uint rbs[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+        rbs[r] = min(row0 + r, p.rows - 1u) * p.row_bytes;
+    }
+    uint xo[TOKENS];
+    for (uint t = 0u; t < TOKENS; t++) {
+        xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * p.n_in;
+    }
+    float acc[ROWS * TOKENS];
+    for (uint i = 0u; i < ROWS * TOKENS; i++) {
+        acc[i] = 0.0;
+    }
+#ifdef FLOAT_WEIGHTS
+    // Rows of any length: vec4 reads of x only when every row starts at a
+    // multiple of 4 elements (views start at whole rows).
+    uint n4 = (p.n_in & 3u) == 0u ? p.n_in : 0u;
+    for (uint c0 = 0u; c0 < n4; c0 += FLOAT_SPAN) {
+        uint c1 = min(c0 + FLOAT_SPAN, n4);
+        float part[ROWS * TOKENS];
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            part[j] = 0.0;
+        }
+        for (uint i = c0; i < c1; i += 4u) {
+            vec4 w[ROWS];
+            for (uint r = 0u; r < ROWS; r++) {
+                w[r] = vec4(weight_elem(rbs[r], i), weight_elem(rbs[r], i + 1u),
+                            weight_elem(rbs[r], i + 2u), weight_elem(rbs[r], i + 3u));
+            }
+            for (uint t = 0u; t < TOKENS; t++) {
+                vec4 x = X4[(xo[t] + i) >> 2];
+                for (uint r = 0u; r < ROWS; r++) {
+                    part[r * TOKENS + t] += dot(w[r], x);
+                }
+            }
+        }
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            acc[j] += part[j];
+        }
+    }
+    for (uint i = n4; i < p.n_in; i++) {
+        for (uint t = 0u; t < TOKENS; t++) {
+            uint a = xo[t] + i;
+            float x = X4[a >> 2][a & 3u];
+            for (uint r = 0u; r < ROWS; r++) {
+                acc[r * TOKENS + t] += weight_elem(rbs[r], i) * x;
+            }
+        }
+    }
+#else
+    uint n_blocks = p.n_in / BLOCK_ELEMS;
+    for (uint blk = 0u; blk < n_blocks; blk++) {
+        uint xb = blk * BLOCK_ELEMS;
+        float part[ROWS * TOKENS];
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            part[j] = 0.0;
+        }
+#if defined(WEIGHT_Q8_0) && TOKENS == 1
+        // A Q8_0 block (34 bytes) starts at an even byte: the 9 words that
+        // hold it are read once, and its units cut from them (dequant_unit
+        // reads 2-byte-aligned words two loads at a time). Same values. For
+        // decode only (the output head is often Q8_0): 23 ms instead of 32
+        // for 576 x 49152 on lavapipe; with 8 x 4 outputs per invocation the
+        // words held cost more than the loads they save.
+        uint qw[ROWS * 9u];
+        bool shifted[ROWS]; // the block starts 2 bytes into its first word
+        float qd[ROWS];
+        for (uint r = 0u; r < ROWS; r++) {
+            uint bb = rbs[r] + blk * BLOCK_BYTES;
+            for (uint k = 0u; k < 9u; k++) {
+                // At most the word that holds the block's last byte: inside
+                // the buffer (rounded up to whole words).
+                qw[r * 9u + k] = W[(bb >> 2) + k];
+            }
+            shifted[r] = (bb & 2u) != 0u;
+            qd[r] = half_bits(shifted[r] ? qw[r * 9u] >> 16 : qw[r * 9u] & 0xffffu);
+        }
+#endif
+        for (uint u = 0u; u < UNITS; u++) {
+            vec4 lo[ROWS], hi[ROWS];
+            uint elo, ehi; // the same for every row
+#if defined(WEIGHT_Q8_0) && TOKENS == 1
+            for (uint r = 0u; r < ROWS; r++) {
+                uint a = qw[r * 9u + 2u * u];
+                uint b = qw[r * 9u + 2u * u + 1u];
+                uint c = qw[r * 9u + 2u * u + 2u];
+                lo[r] = i8x4(shifted[r] ? b : (a >> 16) | (b << 16)) * qd[r];
+                hi[r] = i8x4(shifted[r] ? c : (b >> 16) | (c << 16)) * qd[r];
+            }
+            elo = 8u * u;
+            ehi = 8u * u + 4u;
+#else
+            for (uint r = 0u; r < ROWS; r++) {
+                dequant_unit(rbs[r] + blk * BLOCK_BYTES, u, lo[r], hi[r], elo, ehi);
+            }
+#endif
+            for (uint t = 0u; t < TOKENS; t++) {
+                // Block types: rows are whole blocks (multiples of 32
+                // elements) and views start at whole rows, so a and b are
+                // multiples of 4.
+                uint a = xo[t] + xb + elo;
+                uint b = xo[t] + xb + ehi;
+                vec4 x0 = X4[a >> 2];
+                vec4 x1 = X4[b >> 2];
+                for (uint r = 0u; r < ROWS; r++) {
+                    part[r * TOKENS + t] += dot(lo[r], x0) + dot(hi[r], x1);
+                }
+            }
+        }
+        for (uint j = 0u; j < ROWS * TOKENS; j++) {
+            acc[j] += part[j];
+        }
+    }
+#endif
+    for (uint t = 0u; t < TOKENS; t++) {
+        for (uint r = 0u; r < ROWS; r++) {
+            if (t0 + t < p.n_tok && row0 + r < p.rows) {
+                O[p.out_offset + (t0 + t) * p.n_out + p.col0 + row0 + r] = acc[r * TOKENS + t];
+            }
+        }
+    }
+}
