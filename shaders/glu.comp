@@ -22,10 +22,6 @@ layout(set = 0, binding = 2, std430) writeonly buffer Out { float o[]; };
 
 layout(push_constant) uniform Push { BinaryPush p; };
 
-float round_f16(float v) {
-    return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
-}
-
 float act(float g) {
 #if defined(GLU_SWIGLU)
     precise float y = g / (1.0 + exp(-g));

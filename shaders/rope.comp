@@ -2,12 +2,14 @@
 // RoPE in place (NORM: adjacent pairs (2i, 2i+1); NEOX: halves (i, i + n_rot/2)),
 // as engine/src/cpu/rope.rs computes it: theta_0 = p, theta_{i+1} = theta_i *
 // theta_scale in f32 (theta_scale = base^(-2/n_rot), computed on the host with
-// the CPU's powf), then cos/sin of freq_scale * theta_i. One invocation per
+// the CPU's powf), then cos/sin of freq_scale * theta_i (sincos_accurate: the
+// drivers' own sin/cos are not accurate at large angles). One invocation per
 // (row, pair i), looping over the row's heads; elements past n_rot are not
 // touched.
 // Binding: 0 = x (read and written). Push: RopePush.
 
 #include "elementwise.glsl"
+#include "math.glsl"
 #include "index.glsl"
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
@@ -29,8 +31,9 @@ void main() {
         theta = theta * p.theta_scale;
     }
     precise float th = p.freq_scale * theta;
-    float c = cos(th);
-    float s = sin(th);
+    vec2 sc = sincos_accurate(th);
+    float c = sc.y;
+    float s = sc.x;
 
     uint ia = p.neox != 0 ? i : 2 * i;
     uint ib = p.neox != 0 ? i + p.half_rot : 2 * i + 1;

@@ -505,8 +505,10 @@ fn nan_fails_every_limit() {
     assert!(caught.is_err(), "assert_nmse passes a NaN");
 }
 
-// The chain's NMSE on lavapipe (fixed inputs): 8.5e-16.
-const CHAIN_LIMIT: f64 = 4e-15;
+// The chain's NMSE (fixed inputs): 8.5e-16 on lavapipe, 6.2e-15 on an
+// NVIDIA H200 (its exp and division round differently from the CPU's, a
+// few ulps per op, compounded over 8 ops); limit ~4x the larger.
+const CHAIN_LIMIT: f64 = 2.5e-14;
 
 #[test]
 fn a_chain_of_ops_in_one_submission_matches_cpu() {

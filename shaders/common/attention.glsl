@@ -4,6 +4,8 @@
 #ifndef SHARPI_ATTENTION_GLSL
 #define SHARPI_ATTENTION_GLSL
 
+#include "math.glsl"
+
 // kv_write.comp: cache elements e0..e1 (flat, row-major [n_ctx, width]) of an
 // f16 cache = src[src_offset + (e - e0)], rounded to nearest even. One
 // invocation per 32-bit word of the cache that the range touches (n_words),
@@ -33,31 +35,5 @@ struct AttnPush {
     float scale;
     float softcap;
 };
-
-// f32 -> IEEE half bits, round to nearest even (overflow to infinity, NaN
-// kept quiet), independent of the driver's packHalf2x16 rounding.
-uint f32_to_f16_rne(float f) {
-    uint x = floatBitsToUint(f);
-    uint sign = (x >> 16) & 0x8000u;
-    uint ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) {
-        return sign | 0x7c00u | (ax > 0x7f800000u ? (0x200u | ((ax >> 13) & 0x3ffu)) : 0u);
-    }
-    if (ax >= 0x477ff000u) {
-        return sign | 0x7c00u; // at or past 65520: rounds to infinity
-    }
-    if (ax >= 0x38800000u) { // normal half
-        uint r = ax - 0x38000000u;
-        return sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
-    }
-    if (ax < 0x33000000u) {
-        return sign; // below 2^-25 (2^-25 itself ties to even 0)
-    }
-    // Subnormal half: round(|f| * 2^24).
-    uint e = ax >> 23;
-    uint m = (ax & 0x7fffffu) | 0x800000u;
-    uint shift = 126u - e; // 14..24
-    return sign | ((m + (1u << (shift - 1u)) - 1u + ((m >> shift) & 1u)) >> shift);
-}
 
 #endif

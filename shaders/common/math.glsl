@@ -21,4 +21,90 @@ float tanh_accurate(float x) {
     return x < 0.0 ? -t : t;
 }
 
+// f32 -> IEEE half bits, round to nearest even (overflow to infinity, NaN
+// kept quiet), independent of the driver's packHalf2x16 rounding.
+uint f32_to_f16_rne(float f) {
+    uint x = floatBitsToUint(f);
+    uint sign = (x >> 16) & 0x8000u;
+    uint ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) {
+        return sign | 0x7c00u | (ax > 0x7f800000u ? (0x200u | ((ax >> 13) & 0x3ffu)) : 0u);
+    }
+    if (ax >= 0x477ff000u) {
+        return sign | 0x7c00u; // at or past 65520: rounds to infinity
+    }
+    if (ax >= 0x38800000u) { // normal half
+        uint r = ax - 0x38000000u;
+        return sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
+    }
+    if (ax < 0x33000000u) {
+        return sign; // below 2^-25 (2^-25 itself ties to even 0)
+    }
+    // Subnormal half: round(|f| * 2^24).
+    uint e = ax >> 23;
+    uint m = (ax & 0x7fffffu) | 0x800000u;
+    uint shift = 126u - e; // 14..24
+    return sign | ((m + (1u << (shift - 1u)) - 1u + ((m >> shift) & 1u)) >> shift);
+}
+
+
+// IEEE half bits to f32, exact for every value (subnormals included, which
+// unpackHalf2x16 may flush).
+float f16_to_f32_exact(uint h) {
+    uint sign = (h & 0x8000u) << 16;
+    uint e = (h >> 10) & 0x1fu;
+    uint m = h & 0x3ffu;
+    if (e == 0u) {
+        float v = float(m) * 5.9604644775390625e-8; // m * 2^-24, exact
+        return sign != 0u ? -v : v;
+    }
+    if (e == 31u) {
+        return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+    }
+    return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// v rounded to the nearest f16 value (ties to even), as the host's `half`
+// crate and ggml's GGML_FP32_TO_FP16 round. packHalf2x16's rounding is the
+// driver's choice (an NVIDIA driver does not round to nearest).
+float round_f16(float v) {
+    return f16_to_f32_exact(f32_to_f16_rne(v));
+}
+
+// (sin x, cos x) to about 2 f32 ulps for |x| < 8192, whatever the driver's
+// built-ins do outside [-pi, pi] (Vulkan only bounds their absolute error
+// there; an NVIDIA driver was ~1e-5 off at x ~ 4000, RoPE's angles at
+// position 4000). Cephes' sinf/cosf: x - j·pi/4 with pi/4 in three parts
+// (exact products for j < 2^14), then minimax polynomials on [-pi/4, pi/4].
+vec2 sincos_accurate(float x) {
+    float ax = abs(x);
+    uint j = uint(ax * 1.27323954473516);
+    float y = float(j);
+    if ((j & 1u) == 1u) {
+        j += 1u;
+        y += 1.0;
+    }
+    j &= 7u;
+    precise float z = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+    precise float zz = z * z;
+    precise float sp = ((-1.9515295891e-4 * zz + 8.3321608736e-3) * zz - 1.6666654611e-1) * zz * z + z;
+    precise float cp = ((2.443315711809948e-5 * zz - 1.388731625493765e-3) * zz + 4.166664568298827e-2) * zz * zz - 0.5 * zz + 1.0;
+    float s;
+    float c;
+    if (j == 0u) {
+        s = sp;
+        c = cp;
+    } else if (j == 2u) {
+        s = cp;
+        c = -sp;
+    } else if (j == 4u) {
+        s = -sp;
+        c = -cp;
+    } else {
+        s = -cp;
+        c = sp;
+    }
+    return vec2(x < 0.0 ? -s : s, c);
+}
+
 #endif

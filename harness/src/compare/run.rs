@@ -94,7 +94,8 @@ impl Options {
 /// data, an unknown model id); everything about a model is in the report.
 pub fn run(opts: &Options) -> Result<Report, String> {
     let start = Instant::now();
-    let data = ReferenceData::open(&opts.reference_dir).map_err(|e| e.to_string())?;
+    let data =
+        ReferenceData::open_models(&opts.reference_dir, &opts.models).map_err(|e| e.to_string())?;
     if opts.verify_files {
         data.verify_files_of(&opts.models)
             .map_err(|e| format!("reference data: {e}"))?;

@@ -48,10 +48,20 @@ impl ReferenceData {
     /// Reads `root/manifest.json` and the capture of every model it lists as
     /// captured.
     pub fn open(root: &Path) -> Result<ReferenceData, ReferenceError> {
+        ReferenceData::open_models(root, &[])
+    }
+
+    /// [`ReferenceData::open`] reading the captures of the models `ids`
+    /// only (every model when empty); the others are in the manifest but
+    /// not loaded (their files need not be there).
+    pub fn open_models(root: &Path, ids: &[String]) -> Result<ReferenceData, ReferenceError> {
         let manifest: Manifest = inputs::read_json(&root.join(MANIFEST_FILE))?;
         check_format(MANIFEST_FILE, &manifest.format, manifest.format_version)?;
         let mut captures = Vec::new();
         for m in &manifest.models {
+            if !ids.is_empty() && !ids.contains(&m.id) {
+                continue;
+            }
             if let Some(rel) = &m.capture {
                 let c: ModelCapture = inputs::read_json(&root.join(rel))?;
                 check_format(rel, &c.format, c.format_version)?;
