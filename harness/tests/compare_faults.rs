@@ -107,3 +107,47 @@ fn gemma_without_its_sliding_window_pattern_diverges_at_layer_0() {
         report.table()
     );
 }
+
+#[test]
+fn wrong_rope_pairing_on_the_gpu_path_diverges_at_layer_0_post_rope() {
+    // The same fault on the GPU path (lavapipe in CI, validation on): the
+    // GPU's own layer-0 limits (taps_layer0 of [M.gpu], measured x4..9 over
+    // the activation-quantization residual) place it at Qcur/Kcur of layer
+    // 0, against llama.cpp and against the unedited CPU path... which here
+    // is edited too (one spec per run), so the GPU-vs-CPU comparison
+    // agrees: both paths compute the same wrong model.
+    let mut o = options(SMOLLM2);
+    o.paths = vec![compare::Path::Cpu, compare::Path::Gpu];
+    o.greedy_steps = 1;
+    o.model_options = ModelOptions {
+        spec_edit: Some(neox),
+    };
+    let report = compare::run(&o).unwrap();
+    eprintln!("{}", report.table());
+    let gpu = report.models[0]
+        .prompts
+        .iter()
+        .find(|p| p.path == compare::Path::Gpu)
+        .expect("a GPU row");
+    let first = gpu
+        .taps
+        .as_ref()
+        .and_then(|t| t.first_divergence.as_ref())
+        .expect("a divergence on the GPU path");
+    assert_eq!(first.layer, Some(0), "{}", report.table());
+    assert!(
+        first.name == "Qcur" || first.name == "Kcur",
+        "GPU first divergence at {} ({})\n{}",
+        first.reference,
+        first.name,
+        report.table()
+    );
+    assert_eq!(gpu.validation_messages, Some(0));
+    // Against the CPU path (the same wrong model), no divergence.
+    let vs = gpu.vs.as_ref().expect("the GPU against the CPU");
+    assert!(
+        vs.taps.as_ref().unwrap().first_divergence.is_none(),
+        "{}",
+        report.table()
+    );
+}
