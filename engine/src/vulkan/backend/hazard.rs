@@ -118,7 +118,7 @@ mod tests {
         // Overwrites what the first command is still reading.
         assert!(t.record(&[w(0, 32..40)]));
         // Overwrites what the previous command wrote.
-        assert!(t.record(&[w(0, 0..8)]));
+        assert!(t.record(&[w(0, 34..36)]));
         assert_eq!(t.barriers(), 2);
     }
 
