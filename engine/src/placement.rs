@@ -10,16 +10,55 @@
 //! and returns that. Nothing else moves between devices: each layer's
 //! weights, KV cache and scratch live on the layer's device.
 //!
-//! [`Devices::with_gpu`] builds the table from `-g N`: every stage on the
-//! CPU (0), on the Vulkan device (-1, or N at least the layer count), or the
-//! embedding and layers `0..N` on the GPU and the rest on the CPU; the
-//! model code is the same in every case.
+//! [`Devices::for_model`] builds the table from `-g N` and `--fixed-on`
+//! ([`Placement::gpu_split`]): layers `0..N` on the Vulkan device (all of
+//! them for -1), the rest on the CPU, the embedding and the output head
+//! where `--fixed-on` says (by default the embedding on the GPU when any
+//! layer is, the head with the last layer). Before anything is loaded it
+//! adds up what each device will hold ([`ModelBytes`], [`Placement::budget`]:
+//! weights by placement, KV caches, scratch) and refuses, in one line that
+//! names the largest `-g` that fits, a plan whose GPU part exceeds the
+//! device-local memory; the [`Plan`] says which device runs what and how
+//! many bytes it holds. The model code is the same in every case.
 
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::cpu::{CpuBackend, Threads};
-use crate::ops::{Act, BackendError, Ops};
+use crate::model::{Model, HEAD_BLOCK};
+use crate::ops::{Act, BackendError, KvType, Ops};
 use crate::vulkan::{VulkanBackend, VulkanOptions};
+
+/// A kind of device, as `--fixed-on` names it; in a table from
+/// [`Placement::gpu_split`] also the device index (`Side::Cpu as usize`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Cpu = 0,
+    Gpu = 1,
+}
+
+impl FromStr for Side {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Side, String> {
+        match s {
+            "cpu" => Ok(Side::Cpu),
+            "gpu" => Ok(Side::Gpu),
+            _ => Err(format!("{s:?}: expected cpu or gpu")),
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Cpu => "cpu",
+            Side::Gpu => "gpu",
+        })
+    }
+}
 
 /// A part of the forward pass that runs on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,8 +104,93 @@ impl Placement {
         }
     }
 
+    /// The table `-g n_gpu --fixed-on fixed` asks for, numbered by
+    /// [`Side`] (CPU 0, GPU 1): layers `0..n_gpu` on the GPU, the rest on
+    /// the CPU; the embedding and the head both on `fixed` when given,
+    /// otherwise the embedding on the GPU when any layer is there and the
+    /// head with the last layer.
+    pub fn gpu_split(n_layer: usize, n_gpu: usize, fixed: Option<Side>) -> Placement {
+        let mut p = Placement::split(n_layer, n_gpu, Side::Gpu as usize, Side::Cpu as usize);
+        match fixed {
+            Some(side) => (p.embed, p.head) = (side as usize, side as usize),
+            None if n_gpu == 0 => p.embed = Side::Cpu as usize,
+            None => {}
+        }
+        p
+    }
+
+    /// The same table with the devices it uses numbered `0..` in
+    /// ascending order, and the old index of each new one.
+    pub fn compact(&self) -> (Placement, Vec<usize>) {
+        let used = self.devices_used();
+        let new = |d: usize| used.iter().position(|&u| u == d).expect("used");
+        let p = Placement {
+            embed: new(self.embed),
+            layers: self.layers.iter().map(|&d| new(d)).collect(),
+            head: new(self.head),
+        };
+        (p, used)
+    }
+
+    /// What each device (index) holds under this table; devices it does
+    /// not use get zeros.
+    pub fn budget(&self, m: &ModelBytes) -> Vec<DeviceBytes> {
+        let n_dev = self.devices_used().last().map_or(0, |&d| d + 1);
+        let mut out = vec![DeviceBytes::default(); n_dev];
+        // A tensor needed twice on one device (a tied head) is held once.
+        let mut seen: HashSet<(usize, &str)> = HashSet::new();
+        let stages = [(self.embed, &m.embed), (self.head, &m.head)]
+            .into_iter()
+            .chain(self.layers.iter().copied().zip(&m.layers));
+        for (d, tensors) in stages {
+            for (name, bytes) in tensors {
+                if seen.insert((d, name.as_str())) {
+                    out[d].weights += bytes;
+                }
+            }
+        }
+        for &d in &self.layers {
+            out[d].kv += m.kv_per_layer;
+        }
+        for d in self.devices_used() {
+            out[d].scratch += m.scratch;
+        }
+        out[self.head].scratch += m.logits;
+        out
+    }
+
     pub fn n_layer(&self) -> usize {
         self.layers.len()
+    }
+
+    /// The stages device `dev` runs, in words ("embedding, layers 0-14").
+    pub fn describe(&self, dev: usize) -> String {
+        let mut parts = Vec::new();
+        if self.embed == dev {
+            parts.push("embedding".to_string());
+        }
+        let mut l = 0;
+        while l < self.layers.len() {
+            if self.layers[l] != dev {
+                l += 1;
+                continue;
+            }
+            let start = l;
+            while l < self.layers.len() && self.layers[l] == dev {
+                l += 1;
+            }
+            parts.push(match l - start {
+                1 => format!("layer {start}"),
+                _ => format!("layers {start}-{}", l - 1),
+            });
+        }
+        if self.head == dev {
+            parts.push("output head".to_string());
+        }
+        match parts.is_empty() {
+            true => "nothing".into(),
+            false => parts.join(", "),
+        }
     }
 
     /// The device that runs `stage`.
@@ -93,6 +217,172 @@ impl Placement {
         d.dedup();
         d
     }
+}
+
+/// Bytes a device holds for a session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceBytes {
+    pub weights: u64,
+    pub kv: u64,
+    /// Activations: scratch, the hidden state, the logits (head's device).
+    pub scratch: u64,
+}
+
+impl DeviceBytes {
+    pub fn total(&self) -> u64 {
+        self.weights + self.kv + self.scratch
+    }
+}
+
+/// Room a device buffer may take beyond its contents: the Vulkan backend's
+/// 256-byte sentinel and rounding to whole words.
+pub const BUFFER_SLACK: u64 = 256 + 4;
+
+/// What a model needs, stage by stage, for a session of `n_ctx` positions
+/// and `n_batch` rows: the input of [`Placement::budget`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelBytes {
+    /// Tensors (name, bytes) of the embedding, the head (a tied head names
+    /// `token_embd.weight`), each layer.
+    pub embed: Vec<(String, u64)>,
+    pub head: Vec<(String, u64)>,
+    pub layers: Vec<Vec<(String, u64)>>,
+    /// K and V caches of one layer.
+    pub kv_per_layer: u64,
+    /// Scratch and hidden state of every device that runs a stage.
+    pub scratch: u64,
+    /// The logits buffer, on the head's device.
+    pub logits: u64,
+}
+
+impl ModelBytes {
+    /// From the model's tensor table and shapes (what `Session` allocates,
+    /// each buffer with [`BUFFER_SLACK`]).
+    pub fn of(model: &Model, n_ctx: usize, n_batch: usize, kv_type: KvType) -> ModelBytes {
+        use crate::model::Role;
+        let hp = model.hparams();
+        let table = model.tensors();
+        let t = |i: &crate::gguf::TensorInfo| (i.name.clone(), i.n_bytes.div_ceil(4) * 4);
+        let (mut embed, mut head) = (Vec::new(), Vec::new());
+        for (&role, info) in &table.global {
+            match role {
+                Role::TokEmbd => embed.push(t(info)),
+                _ => head.push(t(info)),
+            }
+        }
+        let layers = table
+            .layers
+            .iter()
+            .map(|m| m.values().map(t).collect())
+            .collect();
+        let buf =
+            |rows: usize, width: usize, bytes: usize| (rows * width * bytes) as u64 + BUFFER_SLACK;
+        let eb = match kv_type {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        };
+        // Scratch (xb, q, k, v, att, proj, gate, up) and the hidden state.
+        let widths = [
+            hp.n_embd,
+            hp.q_width(),
+            hp.k_width(),
+            hp.v_width(),
+            hp.attn_out_width(),
+            hp.n_embd,
+            hp.n_ff,
+            hp.n_ff,
+            hp.n_embd,
+        ];
+        ModelBytes {
+            embed,
+            head,
+            layers,
+            kv_per_layer: buf(n_ctx, hp.k_width(), eb) + buf(n_ctx, hp.v_width(), eb),
+            scratch: widths.iter().map(|&w| buf(n_batch, w, 4)).sum(),
+            logits: buf(HEAD_BLOCK, hp.n_vocab, 4),
+        }
+    }
+}
+
+/// What `-g N --fixed-on` decided: which device runs what, the bytes each
+/// holds, and the GPU's device-local memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The table, numbered as [`Devices`] numbers its backends.
+    pub placement: Placement,
+    /// Per device: its name and what it holds.
+    pub names: Vec<String>,
+    pub bytes: Vec<DeviceBytes>,
+    /// Per device: its memory limit (the GPU's device-local bytes).
+    pub limits: Vec<Option<u64>>,
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+}
+
+impl fmt::Display for Plan {
+    /// One line per device: "plan: cpu (2 threads): layers 15-29, output
+    /// head: weights 40.0 MiB + KV 7.5 MiB + scratch 2.0 MiB = 49.5 MiB".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (d, name) in self.names.iter().enumerate() {
+            let b = self.bytes[d];
+            write!(
+                f,
+                "plan: {name}: {}: weights {} + KV {} + scratch {} = {}",
+                self.placement.describe(d),
+                mib(b.weights),
+                mib(b.kv),
+                mib(b.scratch),
+                mib(b.total())
+            )?;
+            if let Some(limit) = self.limits[d] {
+                write!(f, " of {}", mib(limit))?;
+            }
+            if d + 1 < self.names.len() {
+                writeln!(f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What `-g`, `--fixed-on`, `--device` and `--validate` ask for.
+#[derive(Clone, Debug, Default)]
+pub struct GpuRequest {
+    /// -1: every layer; 0: none; N: the first N.
+    pub gpu_layers: i64,
+    /// Where the embedding and the head go (None: see
+    /// [`Placement::gpu_split`]).
+    pub fixed_on: Option<Side>,
+    /// CPU threads (0: one per core).
+    pub threads: usize,
+    pub vk: VulkanOptions,
+    /// At most this many bytes on the GPU (None: its device-local memory;
+    /// tests set less).
+    pub memory_limit: Option<u64>,
+}
+
+/// Layers on the GPU that `-g gpu_layers` means for `n_layer` layers.
+pub fn gpu_layer_count(gpu_layers: i64, n_layer: usize) -> Result<usize, BackendError> {
+    match gpu_layers {
+        -1 => Ok(n_layer),
+        n if n >= 0 => Ok((n as usize).min(n_layer)),
+        n => Err(BackendError::Device {
+            backend: "placement".into(),
+            message: format!("-g {n}: expected -1 (all), 0 (none) or a layer count"),
+        }),
+    }
+}
+
+/// The largest `n` up to `n_gpu` for which the GPU part of `-g n
+/// --fixed-on fixed` fits in `limit` bytes (None: not even `-g 0`'s, which
+/// is empty unless `fixed` puts the embedding and head on the GPU).
+pub fn largest_fit(m: &ModelBytes, n_gpu: usize, fixed: Option<Side>, limit: u64) -> Option<usize> {
+    (0..=n_gpu).rev().find(|&n| {
+        let b = Placement::gpu_split(m.layers.len(), n, fixed).budget(m);
+        b.get(Side::Gpu as usize).map_or(0, DeviceBytes::total) <= limit
+    })
 }
 
 /// The backends serving one model, the placement table, and one
@@ -138,43 +428,79 @@ impl Devices {
         ))
     }
 
-    /// The devices `-g gpu_layers` asks for: 0 the CPU only; -1 (or at
-    /// least `n_layer`) everything on the Vulkan device `vk` selects; N in
-    /// between the embedding and layers `0..N` on the GPU, the rest and the
-    /// head on the CPU (`threads` threads).
-    pub fn with_gpu(
-        n_layer: usize,
-        gpu_layers: i64,
-        threads: usize,
-        vk: &VulkanOptions,
-    ) -> Result<Devices, BackendError> {
-        if gpu_layers < -1 {
-            return Err(BackendError::Device {
-                backend: "placement".into(),
-                message: format!("-g {gpu_layers}: expected -1 (all), 0 (none) or a layer count"),
-            });
+    /// The devices `req` asks for, for `model` with a session of `n_ctx`
+    /// positions and `n_batch` rows: the table of
+    /// [`Placement::gpu_split`], checked against the GPU's device-local
+    /// memory before anything is loaded (an error names the largest `-g`
+    /// that fits), and the [`Plan`].
+    pub fn for_model(
+        model: &Model,
+        req: &GpuRequest,
+        n_ctx: usize,
+        n_batch: usize,
+        kv_type: KvType,
+    ) -> Result<(Devices, Plan), BackendError> {
+        let n_layer = model.hparams().n_layer;
+        let n_gpu = gpu_layer_count(req.gpu_layers, n_layer)?;
+        let table = Placement::gpu_split(n_layer, n_gpu, req.fixed_on);
+        let bytes = table.budget(&ModelBytes::of(model, n_ctx, n_batch, kv_type));
+        let (placement, kinds) = table.compact();
+        let mut backends: Vec<Box<dyn Ops>> = Vec::new();
+        let (mut names, mut limits, mut per_dev) = (Vec::new(), Vec::new(), Vec::new());
+        for &k in &kinds {
+            let b = bytes[k];
+            if k == Side::Gpu as usize {
+                let mut gpu = VulkanBackend::new(&req.vk).map_err(|e| BackendError::Device {
+                    backend: "vulkan".into(),
+                    message: e.to_string(),
+                })?;
+                if let Some(m) = req.memory_limit {
+                    gpu.set_memory_budget(m.min(gpu.memory_budget()));
+                }
+                let limit = gpu.memory_budget();
+                if b.total() > limit {
+                    let m = ModelBytes::of(model, n_ctx, n_batch, kv_type);
+                    let fits = match largest_fit(&m, n_gpu, req.fixed_on, limit) {
+                        Some(n) => format!("-g {n} fits"),
+                        None => "nothing fits: run with -g 0".into(),
+                    };
+                    return Err(BackendError::Device {
+                        backend: gpu.name(),
+                        message: format!(
+                            "the GPU part of -g {} does not fit: {} needs {} ({}), the device has {} of device-local memory; {fits}",
+                            req.gpu_layers,
+                            table.describe(k),
+                            mib(b.total()),
+                            format_args!(
+                                "weights {} + KV {} + scratch {}",
+                                mib(b.weights),
+                                mib(b.kv),
+                                mib(b.scratch)
+                            ),
+                            mib(limit)
+                        ),
+                    });
+                }
+                limits.push(Some(limit));
+                backends.push(Box::new(gpu));
+            } else {
+                let cpu = CpuBackend::try_new(req.threads).map_err(|e| BackendError::Device {
+                    backend: "cpu".into(),
+                    message: e.to_string(),
+                })?;
+                limits.push(None);
+                backends.push(Box::new(cpu));
+            }
+            names.push(backends.last().expect("pushed").name());
+            per_dev.push(b);
         }
-        if gpu_layers == 0 {
-            return Devices::cpu(n_layer, threads);
-        }
-        let gpu = VulkanBackend::new(vk).map_err(|e| BackendError::Device {
-            backend: "vulkan".into(),
-            message: e.to_string(),
-        })?;
-        if gpu_layers == -1 || gpu_layers as usize >= n_layer {
-            return Ok(Devices::new(
-                vec![Box::new(gpu)],
-                Placement::single(n_layer),
-            ));
-        }
-        let cpu = CpuBackend::try_new(threads).map_err(|e| BackendError::Device {
-            backend: "cpu".into(),
-            message: e.to_string(),
-        })?;
-        Ok(Devices::new(
-            vec![Box::new(cpu), Box::new(gpu)],
-            Placement::split(n_layer, gpu_layers as usize, 1, 0),
-        ))
+        let plan = Plan {
+            placement: placement.clone(),
+            names,
+            bytes: per_dev,
+            limits,
+        };
+        Ok((Devices::new(backends, placement), plan))
     }
 
     /// Validation-layer messages of every device so far.
@@ -293,6 +619,116 @@ mod tests {
         assert_eq!(p.layers, [0; 4]);
         assert_eq!(p.device(Stage::Embed), 1);
         assert_eq!(Placement::single(3).devices_used(), [0]);
+    }
+
+    #[test]
+    fn gpu_split_follows_g_and_fixed_on() {
+        let (c, g) = (Side::Cpu as usize, Side::Gpu as usize);
+        // -g 0: all on the CPU, unless --fixed-on gpu moves embedding and head.
+        let p = Placement::gpu_split(3, 0, None);
+        assert_eq!((p.embed, p.layers.clone(), p.head), (c, vec![c; 3], c));
+        let p = Placement::gpu_split(3, 0, Some(Side::Gpu));
+        assert_eq!((p.embed, p.layers.clone(), p.head), (g, vec![c; 3], g));
+        // -g 1: embedding follows the GPU, head the last layer.
+        let p = Placement::gpu_split(3, 1, None);
+        assert_eq!((p.embed, p.layers.clone(), p.head), (g, vec![g, c, c], c));
+        let p = Placement::gpu_split(3, 1, Some(Side::Cpu));
+        assert_eq!((p.embed, p.head), (c, c));
+        let p = Placement::gpu_split(3, 2, Some(Side::Gpu));
+        assert_eq!((p.embed, p.layers.clone(), p.head), (g, vec![g, g, c], g));
+        // Every layer: the head too, unless fixed on the CPU.
+        let p = Placement::gpu_split(3, 3, None);
+        assert_eq!((p.embed, p.head, p.devices_used()), (g, g, vec![g]));
+        let p = Placement::gpu_split(3, 3, Some(Side::Cpu));
+        assert_eq!((p.embed, p.layers.clone(), p.head), (c, vec![g; 3], c));
+        assert_eq!(gpu_layer_count(-1, 30).unwrap(), 30);
+        assert_eq!(gpu_layer_count(99, 30).unwrap(), 30);
+        assert_eq!(gpu_layer_count(7, 30).unwrap(), 7);
+        assert!(gpu_layer_count(-2, 30).is_err());
+        assert_eq!("gpu".parse::<Side>(), Ok(Side::Gpu));
+        assert!("vulkan".parse::<Side>().is_err());
+    }
+
+    #[test]
+    fn compact_numbers_the_devices_used() {
+        // Only the GPU in use: it becomes device 0.
+        let (p, old) = Placement::gpu_split(2, 2, None).compact();
+        assert_eq!((p, old), (Placement::single(2), vec![1]));
+        let (p, old) = Placement::gpu_split(2, 1, None).compact();
+        assert_eq!(
+            (p.embed, p.layers, p.head, old),
+            (1, vec![1, 0], 0, vec![0, 1])
+        );
+        assert_eq!(
+            Placement::gpu_split(4, 2, Some(Side::Cpu)).describe(1),
+            "layers 0-1"
+        );
+        assert_eq!(
+            Placement::gpu_split(4, 1, None).describe(1),
+            "embedding, layer 0"
+        );
+        assert_eq!(
+            Placement::gpu_split(4, 1, None).describe(0),
+            "layers 1-3, output head"
+        );
+    }
+
+    /// Three layers of 100 bytes each (two tensors), an embedding of 1000
+    /// that a tied head reuses, an output norm of 10.
+    fn model_bytes() -> ModelBytes {
+        let t = |n: &str, b: u64| (n.to_string(), b);
+        ModelBytes {
+            embed: vec![t("token_embd.weight", 1000)],
+            head: vec![t("output_norm.weight", 10), t("token_embd.weight", 1000)],
+            layers: (0..3)
+                .map(|l| vec![t(&format!("blk.{l}.a"), 60), t(&format!("blk.{l}.b"), 40)])
+                .collect(),
+            kv_per_layer: 7,
+            scratch: 5,
+            logits: 3,
+        }
+    }
+
+    #[test]
+    fn budget_adds_weights_kv_and_scratch_per_device() {
+        let m = model_bytes();
+        let db = |weights, kv, scratch| DeviceBytes {
+            weights,
+            kv,
+            scratch,
+        };
+        // CPU only: the tied embedding once.
+        let b = Placement::gpu_split(3, 0, None).budget(&m);
+        assert_eq!(b, vec![db(1310, 21, 8)]);
+        // -g 1: the GPU holds the embedding and layer 0, the CPU the rest
+        // and the head, which needs the embedding table again.
+        let b = Placement::gpu_split(3, 1, None).budget(&m);
+        assert_eq!(b, vec![db(200 + 10 + 1000, 14, 8), db(1000 + 100, 7, 5)]);
+        // --fixed-on cpu: the GPU holds layers only.
+        let b = Placement::gpu_split(3, 2, Some(Side::Cpu)).budget(&m);
+        assert_eq!(b, vec![db(1110, 7, 8), db(200, 14, 5)]);
+        // Everything on the GPU.
+        let b = Placement::gpu_split(3, 3, None).budget(&m);
+        assert_eq!(b[1], db(1310, 21, 8));
+        assert_eq!(b[1].total(), 1339);
+        assert_eq!(b[0], DeviceBytes::default());
+    }
+
+    #[test]
+    fn largest_fit_lowers_n_until_the_gpu_part_fits() {
+        let m = model_bytes();
+        // All 3 layers need 1339 bytes on the GPU.
+        assert_eq!(largest_fit(&m, 3, None, 1339), Some(3));
+        // -g 2: 1000 + 200 + 14 + 5 = 1219 (the head goes to the CPU).
+        assert_eq!(largest_fit(&m, 3, None, 1338), Some(2));
+        assert_eq!(largest_fit(&m, 3, None, 1219), Some(2));
+        assert_eq!(largest_fit(&m, 3, None, 1218), Some(1));
+        // Layers only (--fixed-on cpu): -g 1 is 100 + 7 + 5 = 112 bytes.
+        assert_eq!(largest_fit(&m, 3, Some(Side::Cpu), 111), Some(0));
+        assert_eq!(largest_fit(&m, 3, Some(Side::Cpu), 112), Some(1));
+        // --fixed-on gpu: even -g 0 puts 1010 + 3 + 5 bytes there.
+        assert_eq!(largest_fit(&m, 3, Some(Side::Gpu), 1017), None);
+        assert_eq!(largest_fit(&m, 3, Some(Side::Gpu), 1018), Some(0));
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::model::arch::ArchWeights;
-use crate::model::{HeadOut, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
+use crate::model::{HeadOut, Hparams, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
-use crate::placement::{Devices, Stage};
+use crate::placement::{Devices, GpuRequest, Plan, Stage};
 use crate::trace::TraceSink;
 
 /// How a session is set up.
@@ -36,6 +36,21 @@ impl Default for SessionConfig {
             kv_type: KvType::F32,
             threads: 0,
         }
+    }
+}
+
+impl SessionConfig {
+    /// The context length and rows per pass a session of a model with
+    /// `hp` gets (`n_ctx` 0 resolved, `n_batch` at most `n_ctx`).
+    pub fn shape(&self, hp: &Hparams) -> Result<(usize, usize), SessionError> {
+        let n_ctx = match self.n_ctx {
+            0 => hp.n_ctx_train.min(DEFAULT_MAX_CTX),
+            n => n,
+        };
+        if self.n_batch == 0 {
+            return Err(SessionError::Config("n_batch must be at least 1".into()));
+        }
+        Ok((n_ctx, self.n_batch.min(n_ctx)))
     }
 }
 
@@ -99,6 +114,18 @@ impl Session {
         Session::with_devices(model, devices, cfg)
     }
 
+    /// A session on the devices `req` asks for (`-g`, `--fixed-on`), the
+    /// memory of each checked before loading, and the [`Plan`].
+    pub fn on_devices(
+        model: Arc<Model>,
+        req: &GpuRequest,
+        cfg: &SessionConfig,
+    ) -> Result<(Session, Plan), SessionError> {
+        let (n_ctx, n_batch) = cfg.shape(model.hparams())?;
+        let (devices, plan) = Devices::for_model(&model, req, n_ctx, n_batch, cfg.kv_type)?;
+        Ok((Session::with_devices(model, devices, cfg)?, plan))
+    }
+
     /// A session on the given devices (placement decided by `devices`).
     /// Prepares every weight on the device that uses it and allocates the
     /// hidden-state buffers, per-device scratch, KV caches and logits.
@@ -115,14 +142,7 @@ impl Session {
                 hp.n_layer
             )));
         }
-        let n_ctx = match cfg.n_ctx {
-            0 => hp.n_ctx_train.min(DEFAULT_MAX_CTX),
-            n => n,
-        };
-        if cfg.n_batch == 0 {
-            return Err(SessionError::Config("n_batch must be at least 1".into()));
-        }
-        let n_batch = cfg.n_batch.min(n_ctx);
+        let (n_ctx, n_batch) = cfg.shape(&hp)?;
 
         let (global, layers) = upload(&model, &mut devices)?;
         let weights = ArchWeights::new(model.arch(), &global, &layers);

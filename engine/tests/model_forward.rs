@@ -9,7 +9,7 @@ use std::sync::Arc;
 use engine::cpu::CpuBackend;
 use engine::model::Model;
 use engine::ops::{KvType, Ops};
-use engine::placement::{Devices, Placement};
+use engine::placement::{Devices, Placement, Side};
 use engine::session::{Outputs, Session, SessionConfig, SessionError};
 use engine::trace::Recorder;
 use model_support::Tiny;
@@ -114,6 +114,20 @@ fn hybrid_placement_gives_identical_logits() {
             let mut one = session(&m, &cfg);
             one.prefill(&toks).unwrap();
             assert_eq!(next, one.decode(1).unwrap());
+        }
+        // -g N --fixed-on cpu|gpu tables, "GPU" being a second CPU backend.
+        for n_gpu in 0..=n_layer {
+            for fixed in [None, Some(Side::Cpu), Some(Side::Gpu)] {
+                let (table, used) = Placement::gpu_split(n_layer, n_gpu, fixed).compact();
+                let backends: Vec<Box<dyn Ops>> = used
+                    .iter()
+                    .map(|&d| Box::new(CpuBackend::new(d + 1)) as Box<dyn Ops>)
+                    .collect();
+                let devices = Devices::new(backends, table);
+                let mut s = Session::with_devices(Arc::clone(&m), devices, &cfg).unwrap();
+                let split = s.forward(&toks, Outputs::All, None).unwrap();
+                assert_eq!(split, &single[..], "{} -g {n_gpu} {fixed:?}", t.arch);
+            }
         }
     }
 }

@@ -42,9 +42,11 @@ struct CompareArgs {
     /// Only this prompt (repeatable).
     #[arg(long = "prompt", value_name = "ID")]
     prompts: Vec<String>,
-    /// Engine paths: cpu, gpu, hybrid:N (comma-separated or repeated).
+    /// Engine paths: cpu, gpu, hybrid:N (comma-separated or repeated), or
+    /// `all`: per model cpu, gpu, hybrid:1, hybrid:L/2, hybrid:L-1 (L: its
+    /// layer count). The first is the reference of the others.
     #[arg(long, value_delimiter = ',', default_value = "cpu")]
-    paths: Vec<harness::compare::Path>,
+    paths: Vec<String>,
     /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -121,7 +123,13 @@ fn compare(args: CompareArgs) -> ExitCode {
     opts.reference_dir = args.repo.join(&args.reference);
     opts.models = args.models;
     opts.prompts = args.prompts;
-    opts.paths = args.paths;
+    opts.paths = match compare::Paths::parse(&args.paths) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness compare: --paths: {e}");
+            return ExitCode::from(2);
+        }
+    };
     opts.greedy_steps = args.greedy_steps;
     opts.corpus = !args.no_corpus;
     opts.threads = args.threads;

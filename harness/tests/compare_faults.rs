@@ -117,7 +117,7 @@ fn wrong_rope_pairing_on_the_gpu_path_diverges_at_layer_0_post_rope() {
     // is edited too (one spec per run), so the GPU-vs-CPU comparison
     // agrees: both paths compute the same wrong model.
     let mut o = options(SMOLLM2);
-    o.paths = vec![compare::Path::Cpu, compare::Path::Gpu];
+    o.paths = compare::Paths::List(vec![compare::Path::Cpu, compare::Path::Gpu]);
     o.greedy_steps = 1;
     o.model_options = ModelOptions {
         spec_edit: Some(neox),

@@ -1,5 +1,5 @@
-//! Where a model runs: `-g N`, `--device`, `--validate` (shared by the
-//! generation and bench commands).
+//! Where a model runs: `-g N`, `--fixed-on`, `--device`, `--validate`,
+//! `--print-plan` (shared by the generation and bench commands).
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::model::Model;
-use crate::placement::Devices;
+use crate::placement::{GpuRequest, Side};
 use crate::session::{Session, SessionConfig};
 use crate::vulkan::VulkanOptions;
 
@@ -15,7 +15,9 @@ use crate::vulkan::VulkanOptions;
 pub struct DeviceArgs {
     /// Layers on the GPU (Vulkan): 0 none (CPU only), -1 all (embedding,
     /// every layer and the output head), N the embedding and the first N
-    /// layers (the rest and the head on the CPU).
+    /// layers (the rest and the head on the CPU). Checked against the
+    /// device-local memory before loading: a GPU part that does not fit is
+    /// an error that names the largest N that does.
     #[arg(
         short = 'g',
         long = "gpu-layers",
@@ -25,6 +27,15 @@ pub struct DeviceArgs {
         value_parser = gpu_layers
     )]
     pub gpu_layers: i64,
+    /// Where the token embedding and the output head run, whatever -g says
+    /// (default: the embedding on the GPU when any layer is, the head with
+    /// the last layer).
+    #[arg(long = "fixed-on", value_name = "cpu|gpu")]
+    pub fixed_on: Option<Side>,
+    /// Print the plan (which device runs what, bytes per device) on stderr
+    /// also when everything runs on the CPU (with a GPU it always is).
+    #[arg(long)]
+    pub print_plan: bool,
     /// The Vulkan device: an index or part of its name (default: a discrete
     /// GPU first, then integrated, virtual, CPU).
     #[arg(long = "device", value_name = "INDEX|NAME")]
@@ -48,9 +59,11 @@ fn gpu_layers(s: &str) -> Result<i64, String> {
 impl DeviceArgs {
     /// A session of `model` on the devices these flags select.
     pub fn session(&self, model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, CliError> {
-        if self.gpu_layers == 0 && (self.device.is_some() || self.validate) {
+        let gpu = self.gpu_layers != 0 || self.fixed_on == Some(Side::Gpu);
+        if !gpu && (self.device.is_some() || self.validate) {
             return Err(CliError::Usage(
-                "--device and --validate apply to the GPU: give -g -1 or -g N".into(),
+                "--device and --validate apply to the GPU: give -g -1, -g N or --fixed-on gpu"
+                    .into(),
             ));
         }
         let vk = VulkanOptions {
@@ -62,9 +75,18 @@ impl DeviceArgs {
                 .expect("infallible"),
             validation: self.validate,
         };
-        let devices = Devices::with_gpu(model.hparams().n_layer, self.gpu_layers, cfg.threads, &vk)
-            .map_err(|e| CliError::Session(e.into()))?;
-        Ok(Session::with_devices(model, devices, cfg)?)
+        let req = GpuRequest {
+            gpu_layers: self.gpu_layers,
+            fixed_on: self.fixed_on,
+            threads: cfg.threads,
+            vk,
+            memory_limit: None,
+        };
+        let (session, plan) = Session::on_devices(model, &req, cfg)?;
+        if gpu || self.print_plan {
+            eprintln!("{plan}");
+        }
+        Ok(session)
     }
 
     /// With `--validate`: prints the validation-message count and fails

@@ -17,7 +17,8 @@
 //!   near-ties told apart from failures.
 //! - [`cross`]: every path after the first against the first (the GPU
 //!   against the CPU), taps and logits, with limits of their own
-//!   (`[model."gpu-vs-cpu"]`); on a GPU path, the validation layer's
+//!   (`[model."gpu-vs-cpu"]`, `[model."hybrid-vs-cpu"]` for any
+//!   `hybrid:N` against the CPU); on a GPU path, the validation layer's
 //!   message count (any message fails).
 //!
 //! [`run`] does it all in-process and returns a [`Report`]; [`report`]
@@ -37,7 +38,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use engine::model::Model;
-use engine::placement::Devices;
+use engine::placement::GpuRequest;
 use engine::session::{Session, SessionConfig};
 use engine::vulkan::VulkanOptions;
 use serde::Serialize;
@@ -67,14 +68,20 @@ impl Path {
         cfg: &SessionConfig,
         vk: &VulkanOptions,
     ) -> Result<Session, String> {
-        let gpu_layers = match self {
-            Path::Cpu => 0,
-            Path::Gpu => -1,
-            Path::Hybrid(n) => *n as i64,
+        let req = GpuRequest {
+            gpu_layers: match self {
+                Path::Cpu => 0,
+                Path::Gpu => -1,
+                Path::Hybrid(n) => *n as i64,
+            },
+            fixed_on: None,
+            threads: cfg.threads,
+            vk: vk.clone(),
+            memory_limit: None,
         };
-        let devices = Devices::with_gpu(model.hparams().n_layer, gpu_layers, cfg.threads, vk)
-            .map_err(|e| e.to_string())?;
-        Session::with_devices(model, devices, cfg).map_err(|e| e.to_string())
+        Session::on_devices(model, &req, cfg)
+            .map(|(s, _)| s)
+            .map_err(|e| e.to_string())
     }
 
     /// Whether this path runs anything on the GPU.
@@ -88,6 +95,68 @@ impl Path {
         match self {
             Path::Hybrid(_) => vec![self.to_string(), "hybrid".into()],
             _ => vec![self.to_string()],
+        }
+    }
+}
+
+/// `--paths`: a list of paths, or `all`: per model `cpu, gpu, hybrid:1,
+/// hybrid:L/2, hybrid:L-1` for its L layers ([`Paths::for_layers`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Paths {
+    List(Vec<Path>),
+    All,
+}
+
+impl Paths {
+    /// The paths of a model with `n_layer` layers, the first being the one
+    /// every other is compared with. `all` drops repeats (a model of one or
+    /// two layers has fewer distinct hybrid splits).
+    pub fn for_layers(&self, n_layer: usize) -> Vec<Path> {
+        match self {
+            Paths::List(v) => v.clone(),
+            Paths::All => {
+                let last = n_layer.saturating_sub(1);
+                let mut v = vec![Path::Cpu, Path::Gpu];
+                for n in [1.min(last), n_layer / 2, last] {
+                    if !v.contains(&Path::Hybrid(n)) {
+                        v.push(Path::Hybrid(n));
+                    }
+                }
+                v
+            }
+        }
+    }
+
+    /// Whether a model runs on more than one path (the first is then
+    /// every other's reference).
+    pub fn several(&self) -> bool {
+        match self {
+            Paths::List(v) => v.len() > 1,
+            Paths::All => true,
+        }
+    }
+
+    /// Parses `--paths` values: `all` alone, or paths.
+    pub fn parse(values: &[String]) -> Result<Paths, String> {
+        if values.iter().any(|v| v == "all") {
+            return match values.len() {
+                1 => Ok(Paths::All),
+                _ => Err("--paths all stands alone".into()),
+            };
+        }
+        values
+            .iter()
+            .map(|v| v.parse())
+            .collect::<Result<_, _>>()
+            .map(Paths::List)
+    }
+}
+
+impl Serialize for Paths {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Paths::List(v) => v.serialize(s),
+            Paths::All => s.serialize_str("all"),
         }
     }
 }
@@ -166,6 +235,22 @@ mod tests {
             assert!(bad.parse::<Path>().is_err(), "{bad}");
         }
         assert_eq!(Path::Hybrid(4).threshold_keys(), vec!["hybrid:4", "hybrid"]);
+        let all = Paths::parse(&["all".to_string()]).unwrap();
+        let h = Path::Hybrid;
+        assert_eq!(
+            all.for_layers(30),
+            [Path::Cpu, Path::Gpu, h(1), h(15), h(29)]
+        );
+        assert_eq!(
+            all.for_layers(18),
+            [Path::Cpu, Path::Gpu, h(1), h(9), h(17)]
+        );
+        assert_eq!(all.for_layers(2), [Path::Cpu, Path::Gpu, h(1)]);
+        assert_eq!(all.for_layers(1), [Path::Cpu, Path::Gpu, h(0)]);
+        assert!(Paths::parse(&["all".into(), "cpu".into()]).is_err());
+        let list = Paths::parse(&["cpu".into(), "hybrid:2".into()]).unwrap();
+        assert_eq!(list.for_layers(30), [Path::Cpu, h(2)]);
+        assert!(Paths::parse(&["gpu:2".into()]).is_err());
         assert!(!within(f64::NAN, 1.0));
         assert!(within(1.0, 1.0));
     }

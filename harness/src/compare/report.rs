@@ -10,7 +10,7 @@ use super::greedy::{GreedyResult, Outcome};
 use super::logits::LogitsResult;
 use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
-use super::{Failure, Path};
+use super::{Failure, Path, Paths};
 use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
 
@@ -20,7 +20,8 @@ pub struct Report {
     pub reference_dir: String,
     /// The thresholds file.
     pub thresholds: String,
-    pub paths: Vec<Path>,
+    /// As `--paths` gave them (`"all"`: each model's are in its report).
+    pub paths: Paths,
     pub models: Vec<ModelReport>,
     /// Wall time of the whole run.
     pub seconds: f64,
@@ -36,6 +37,8 @@ pub struct ModelReport {
     /// Why it was not run (not a failure), e.g. an architecture the engine
     /// does not implement.
     pub skipped: Option<String>,
+    /// The paths it ran on (in order; the first is the others' reference).
+    pub paths: Vec<Path>,
     /// Model-level failures: the file, the tokenizer corpus, the chat
     /// renders, a skip of a model asked for by name.
     pub failures: Vec<Failure>,
@@ -52,6 +55,7 @@ impl ModelReport {
             architecture: entry.architecture.clone(),
             file: entry.file.clone(),
             skipped: None,
+            paths: Vec::new(),
             failures: Vec::new(),
             tokenizer: None,
             chat: None,

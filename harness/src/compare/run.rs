@@ -19,7 +19,7 @@ use super::report::{ModelReport, PromptReport, Report};
 use super::taps::TapSink;
 use super::thresholds::{Limits, Thresholds};
 use super::tokens::{self, PromptTokens};
-use super::{greedy, logits, taps, within, Failure, Path};
+use super::{greedy, logits, taps, within, Failure, Path, Paths};
 use crate::reference::arrays::TopKTable;
 use crate::reference::format::{Manifest, ManifestModel, Positions, PromptCapture};
 use crate::reference::writer::sha256_file;
@@ -43,7 +43,8 @@ pub struct Options {
     pub models: Vec<String>,
     /// Prompt ids; empty: every captured prompt.
     pub prompts: Vec<String>,
-    pub paths: Vec<Path>,
+    /// The paths per model, the first the reference of the others.
+    pub paths: Paths,
     pub thresholds: Thresholds,
     /// Passed to the engine's model loader (tests edit the architecture
     /// table through it).
@@ -75,7 +76,7 @@ impl Options {
             repo: repo.to_path_buf(),
             models: Vec::new(),
             prompts: Vec::new(),
-            paths: vec![Path::Cpu],
+            paths: Paths::List(vec![Path::Cpu]),
             thresholds,
             model_options: ModelOptions::default(),
             greedy_steps: usize::MAX,
@@ -207,7 +208,9 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
         .map(|p| p.n_tokens + opts.greedy_steps.min(64) + 1)
         .max()
         .unwrap_or(1);
+    r.paths = opts.paths.for_layers(model.hparams().n_layer);
     let ctx = ModelCtx {
+        paths: r.paths.clone(),
         opts,
         manifest: data.manifest(),
         model_ref,
@@ -251,6 +254,8 @@ fn open_as_captured(opts: &Options, entry: &ManifestModel) -> Result<Arc<GgufFil
 /// What every prompt of one model needs.
 struct ModelCtx<'a> {
     opts: &'a Options,
+    /// This model's paths (`--paths all` depends on its layer count).
+    paths: Vec<Path>,
     manifest: &'a Manifest,
     model_ref: ModelRef<'a>,
     model: Arc<Model>,
@@ -311,7 +316,7 @@ impl ModelCtx<'_> {
         });
         let mut out = Vec::new();
         let mut baseline: Option<PathOutputs> = None;
-        for &path in &opts.paths {
+        for &path in &self.paths {
             let (p, outputs) = self.run_prompt(&data, prompt, path, &tokens, baseline.as_ref());
             if baseline.is_none() {
                 baseline = outputs;
@@ -484,10 +489,10 @@ impl ModelCtx<'_> {
             Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
         }
         let limits = self.limits(model_id, &path.to_string(), path, &mut r);
-        let cross_key = baseline.map(|b| format!("{path}-vs-{}", b.path));
-        let cross_limits = cross_key
-            .as_ref()
-            .map(|k| self.limits(model_id, k, path, &mut r));
+        let cross_limits = baseline.map(|b| {
+            let found = opts.thresholds.cross_limits(model_id, path, b.path);
+            self.found_or_unlimited(found, model_id, &format!("{path}-vs-{}", b.path), &mut r)
+        });
         let checked = data.as_ref().map_err(Clone::clone).and_then(|d| {
             self.with_session(path, |session| {
                 let before = session.devices().validation_messages().len();
@@ -523,15 +528,22 @@ impl ModelCtx<'_> {
         (r, outputs)
     }
 
-    /// The limits under `key` (a path, or "gpu-vs-cpu"); unlimited with a
-    /// failure when the thresholds file has none.
+    /// The limits of `path`; unlimited with a failure when the thresholds
+    /// file has none.
     fn limits(&self, model_id: &str, key: &str, path: Path, r: &mut PromptReport) -> Limits {
-        let found = if key == path.to_string() {
-            self.opts.thresholds.limits(model_id, path).cloned()
-        } else {
-            self.opts.thresholds.limits_key(model_id, key).cloned()
-        };
-        found.unwrap_or_else(|| {
+        let found = self.opts.thresholds.limits(model_id, path);
+        self.found_or_unlimited(found, model_id, key, r)
+    }
+
+    /// `found`, or unlimited with a failure naming `key`.
+    fn found_or_unlimited(
+        &self,
+        found: Option<&Limits>,
+        model_id: &str,
+        key: &str,
+        r: &mut PromptReport,
+    ) -> Limits {
+        found.cloned().unwrap_or_else(|| {
             r.failures.push(Failure::new(
                 "thresholds",
                 format!(
@@ -659,7 +671,7 @@ fn engine_checks(
     let mut cross_positions = Vec::new();
     let mut top = TopKTable::new(cross::TOP_K);
     // Kept by the first path only, when other paths compare with it.
-    let keep_top = baseline.is_none() && opts.paths.len() > 1;
+    let keep_top = baseline.is_none() && opts.paths.several();
     let mut last = Vec::new();
     let chunk_len = opts.chunk.max(1);
     for (c, chunk) in ids.chunks(chunk_len).enumerate() {

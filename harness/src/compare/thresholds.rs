@@ -145,6 +145,20 @@ impl Thresholds {
         path.threshold_keys().iter().find_map(|k| paths.get(k))
     }
 
+    /// The limits of `model` on `path` against the run's first path
+    /// `against`: `[model."A-vs-B"]` for the first of `path`'s keys A and
+    /// `against`'s keys B that has an entry ("hybrid:3-vs-cpu", then
+    /// "hybrid-vs-cpu").
+    pub fn cross_limits(&self, model: &str, path: Path, against: Path) -> Option<&Limits> {
+        let paths = self.models.get(model)?;
+        path.threshold_keys().iter().find_map(|a| {
+            against
+                .threshold_keys()
+                .iter()
+                .find_map(|b| paths.get(&format!("{a}-vs-{b}")))
+        })
+    }
+
     /// The limits under another key of a model ("gpu-vs-cpu": one path
     /// against another).
     pub fn limits_key(&self, model: &str, key: &str) -> Option<&Limits> {
@@ -201,6 +215,33 @@ taps = { default = 0.1 }
         // hybrid:N falls back to [m.hybrid]; no layer-0 table: taps
         assert_eq!(t.limits_key("m", "gpu-vs-cpu").unwrap().logits_nmse, 2e-2);
         assert!(t.limits_key("m", "hybrid:1-vs-cpu").is_none());
+        assert_eq!(
+            t.cross_limits("m", Path::Gpu, Path::Cpu)
+                .unwrap()
+                .logits_nmse,
+            2e-2
+        );
+        assert!(t.cross_limits("m", Path::Hybrid(3), Path::Cpu).is_none());
+        let both = format!(
+            "{TEXT}{}{}",
+            TEXT.split("[m.hybrid]")
+                .nth(1)
+                .map(|l| format!("[m.\"hybrid-vs-cpu\"]{}", l.replace("2e-2", "3e-2")))
+                .unwrap(),
+            TEXT.split("[m.hybrid]")
+                .nth(1)
+                .map(|l| format!("[m.\"hybrid:3-vs-cpu\"]{}", l.replace("2e-2", "4e-2")))
+                .unwrap(),
+        );
+        let t = Thresholds::parse(&both, "t").unwrap();
+        let x = |n| {
+            t.cross_limits("m", Path::Hybrid(n), Path::Cpu)
+                .unwrap()
+                .logits_nmse
+        };
+        // hybrid:N-vs-cpu first, hybrid-vs-cpu for any other N.
+        assert_eq!((x(3), x(7)), (4e-2, 3e-2));
+        assert!(t.cross_limits("m", Path::Hybrid(3), Path::Gpu).is_none());
         let h = t.limits("m", Path::Hybrid(7)).unwrap();
         assert_eq!(h.tap_nmse("Qcur", Some(0), false), 0.1);
         assert!(t.limits("m", Path::Gpu).is_none());

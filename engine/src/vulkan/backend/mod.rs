@@ -249,6 +249,12 @@ impl VulkanBackend {
         self.kernel_layout = layout;
     }
 
+    /// The most bytes of device buffers there may be: the device-local
+    /// heaps (or what [`set_memory_budget`](Self::set_memory_budget) set).
+    pub fn memory_budget(&self) -> u64 {
+        self.budget
+    }
+
     /// Bytes of device buffers made so far.
     pub fn allocated_bytes(&self) -> u64 {
         self.allocated

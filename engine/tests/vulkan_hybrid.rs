@@ -1,0 +1,118 @@
+//! Hybrid placement on a real Vulkan device (lavapipe in CI): tiny llama
+//! and gemma3 models with any number of layers on the GPU and the
+//! embedding and head on either side agree with the CPU; the memory plan
+//! made before loading is an upper bound of what the GPU then allocates,
+//! and a plan that does not fit is refused in one line.
+
+mod model_support;
+
+use std::sync::Arc;
+
+use engine::model::Model;
+use engine::placement::{GpuRequest, Side};
+use engine::session::{Outputs, Session, SessionConfig};
+use engine::vulkan::VulkanOptions;
+use model_support::Tiny;
+
+fn request(gpu_layers: i64, fixed_on: Option<Side>, memory_limit: Option<u64>) -> GpuRequest {
+    GpuRequest {
+        gpu_layers,
+        fixed_on,
+        threads: 2,
+        vk: VulkanOptions {
+            device: std::env::var("SHARPI_VK_DEVICE")
+                .map(|s| s.parse().expect("infallible"))
+                .unwrap_or_default(),
+            validation: true,
+        },
+        memory_limit,
+    }
+}
+
+fn tokens(n: usize, vocab: u64) -> Vec<u32> {
+    (0..n)
+        .map(|i| ((i * 5 + 1) as u64 % vocab) as u32)
+        .collect()
+}
+
+fn nmse(want: &[f32], got: &[f32]) -> f64 {
+    let (mut e, mut r) = (0f64, 0f64);
+    for (w, g) in want.iter().zip(got) {
+        e += (*w as f64 - *g as f64).powi(2);
+        r += (*w as f64).powi(2);
+    }
+    e / r.max(1e-300)
+}
+
+fn logits(m: &Arc<Model>, req: &GpuRequest, toks: &[u32]) -> Vec<f32> {
+    let cfg = SessionConfig::default();
+    let (mut s, plan) = Session::on_devices(Arc::clone(m), req, &cfg).unwrap();
+    let mut out = s.forward(toks, Outputs::All, None).unwrap().to_vec();
+    out.extend_from_slice(s.decode(2).unwrap());
+    let msgs = s.devices().validation_messages();
+    assert!(msgs.is_empty(), "{plan}: {msgs:?}");
+    out
+}
+
+#[test]
+fn any_split_with_embedding_and_head_on_either_side_agrees_with_the_cpu() {
+    for t in [Tiny::llama(), Tiny::gemma3()] {
+        let m = t.model();
+        let toks = tokens(9, t.n_vocab);
+        let cpu = logits(&m, &request(0, None, None), &toks);
+        let n_layer = t.n_layer as i64;
+        for n in 0..=n_layer {
+            for fixed in [None, Some(Side::Cpu), Some(Side::Gpu)] {
+                let got = logits(&m, &request(n, fixed, None), &toks);
+                let e = nmse(&cpu, &got);
+                // The GPU's matmuls multiply f32 activations, the CPU's
+                // quantize them to Q8 first: measured up to ~1e-5 here.
+                assert!(e < 1e-3, "{} -g {n} {fixed:?}: NMSE {e:e}", t.arch);
+                if n == 0 && fixed != Some(Side::Gpu) {
+                    assert_eq!(got, cpu, "{} -g 0 is the CPU path", t.arch);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_plan_bounds_the_gpu_allocation_and_refuses_what_does_not_fit() {
+    let t = Tiny::llama();
+    let m = t.model();
+    let cfg = SessionConfig::default();
+    for (g, fixed) in [
+        (-1, None),
+        (1, None),
+        (1, Some(Side::Cpu)),
+        (0, Some(Side::Gpu)),
+    ] {
+        let (_, plan) =
+            Session::on_devices(Arc::clone(&m), &request(g, fixed, None), &cfg).unwrap();
+        let d = plan.limits.iter().position(Option::is_some).expect("a GPU");
+        let need = plan.bytes[d].total();
+        // Exactly the planned bytes: it loads and runs (the plan is an
+        // upper bound).
+        let (mut s, _) = Session::on_devices(Arc::clone(&m), &request(g, fixed, Some(need)), &cfg)
+            .unwrap_or_else(|e| panic!("-g {g} {fixed:?} in {need} bytes: {e}"));
+        s.forward(&tokens(5, t.n_vocab), Outputs::Last, None)
+            .unwrap();
+        // One byte less: refused before loading, in one line.
+        let e = Session::on_devices(Arc::clone(&m), &request(g, fixed, Some(need - 1)), &cfg)
+            .err()
+            .expect("does not fit")
+            .to_string();
+        assert!(
+            e.contains("does not fit") && e.contains("-g ") && !e.contains('\n'),
+            "{e}"
+        );
+    }
+    // -g -1 in the bytes of -g 1: the error names -g 1 as what fits.
+    let (_, plan) = Session::on_devices(Arc::clone(&m), &request(1, None, None), &cfg).unwrap();
+    let one = plan.bytes[1].total();
+    let e = Session::on_devices(Arc::clone(&m), &request(-1, None, Some(one)), &cfg)
+        .err()
+        .expect("does not fit")
+        .to_string();
+    assert!(e.contains("-g 1 fits"), "{e}");
+}
