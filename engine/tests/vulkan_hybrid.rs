@@ -66,8 +66,9 @@ fn any_split_with_embedding_and_head_on_either_side_agrees_with_the_cpu() {
                 let got = logits(&m, &request(n, fixed, None), &toks);
                 let e = nmse(&cpu, &got);
                 // The GPU's matmuls multiply f32 activations, the CPU's
-                // quantize them to Q8 first: measured up to ~1e-5 here.
-                assert!(e < 1e-3, "{} -g {n} {fixed:?}: NMSE {e:e}", t.arch);
+                // quantize them to Q8 first: on lavapipe measured up to
+                // 5.8e-4 (llama, -g 1), 8.3e-5 (gemma3); 0 for -g 0.
+                assert!(e < 2.5e-3, "{} -g {n} {fixed:?}: NMSE {e:e}", t.arch);
                 if n == 0 && fixed != Some(Side::Gpu) {
                     assert_eq!(got, cpu, "{} -g 0 is the CPU path", t.arch);
                 }

@@ -89,6 +89,9 @@ fn exit_status_table_and_json() {
     let (code, _, err) = harness(&["--paths", "vulkan"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unknown path"), "{err}");
+    let (code, _, err) = harness(&["--paths", "all,cpu"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--paths all stands alone"), "{err}");
 
     // A GPU path on a device that does not exist: a failure of the
     // engine check that names the problem, not a skip.
