@@ -120,6 +120,15 @@ fn log_range(v: impl Iterator<Item = f64>, floor: f64) -> (f64, f64) {
     (lo, hi)
 }
 
+/// An axis label for whole numbers only (ticks fall between positions too).
+fn integer(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-6 {
+        format!("{v:.0}")
+    } else {
+        String::new()
+    }
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -189,7 +198,7 @@ fn tap_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, String>
             .x_desc("layer (-1: before the first layer; last: after it)")
             .y_desc("NMSE")
             .y_label_formatter(&|v| format!("{v:.0e}"))
-            .x_label_formatter(&|v| format!("{v:.0}"))
+            .x_label_formatter(&integer)
             .draw()
             .map_err(err)?;
         for (si, (s, t)) in with_taps.iter().enumerate() {
@@ -311,7 +320,7 @@ fn logits_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, Stri
             .configure_mesh()
             .y_desc("KLD")
             .y_label_formatter(&|v| format!("{v:.0e}"))
-            .x_label_formatter(&|v| format!("{v:.0}"))
+            .x_label_formatter(&integer)
             .draw()
             .map_err(err)?;
         for (i, s, l) in &with {
@@ -363,7 +372,8 @@ fn logits_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, Stri
             .configure_mesh()
             .disable_mesh()
             .x_desc("prompt position")
-            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_style(("sans-serif", 13))
+            .x_label_formatter(&integer)
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
                     labels.get(*i as usize).cloned().unwrap_or_default()
