@@ -181,7 +181,7 @@ fn tap_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, String>
     }
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1000, 460)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (1000, 540)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
@@ -201,6 +201,32 @@ fn tap_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, String>
             .x_label_formatter(&integer)
             .draw()
             .map_err(err)?;
+        // Legend entries of the sources' strokes, in black.
+        for (s, _) in &with_taps {
+            let label = match s.stroke {
+                Stroke::Thin => format!("{} (thin, dots)", s.label),
+                Stroke::Dashed => format!("{} vs llama.cpp (dashed)", s.label),
+                Stroke::Solid => format!("{} vs llama.cpp (solid)", s.label),
+            };
+            let stroke = s.stroke;
+            chart
+                .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    // Two segments (a gap when dashed) and a dot when thin.
+                    let (gap, width, dot) = match stroke {
+                        Stroke::Solid => (0, 2, TRANSPARENT),
+                        Stroke::Dashed => (5, 2, TRANSPARENT),
+                        Stroke::Thin => (0, 1, BLACK.to_rgba()),
+                    };
+                    let line = BLACK.stroke_width(width);
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (9 - gap, 0)], line)
+                        + PathElement::new(vec![(9, 0), (18, 0)], line)
+                        + Circle::new((9, 0), 4, dot.filled())
+                });
+        }
         for (si, (s, t)) in with_taps.iter().enumerate() {
             let xs = tap_xs(t, after);
             for (ni, name) in names.iter().enumerate() {
@@ -489,7 +515,7 @@ pub fn to_html(report: &Report) -> String {
             let srcs = sources(&reports);
             let _ = writeln!(
                 out,
-                "<p>Prompt <b>{}</b> ({} tokens). Tap lines: colour by tap; solid: {} against llama.cpp; dashed: other paths against llama.cpp; thin with dots: a path against the first path.</p>",
+                "<p>Prompt <b>{}</b> ({} tokens). Tap lines: colour by tap; solid: {} against llama.cpp; dashed: other paths against llama.cpp; thin with dots: a path against the first path; an NMSE or KLD of 0 sits on the bottom axis.</p>",
                 escape(prompt),
                 reports[0].n_tokens,
                 escape(&srcs.first().map(|s| s.label.clone()).unwrap_or_default())
