@@ -50,6 +50,13 @@ struct CompareArgs {
     /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write JUnit XML: one test case per model × prompt × path × check.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write one self-contained HTML page: the table and, per model, plots
+    /// of tap NMSE by layer and of KLD and top-1 per position.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// The limits, per model and path (relative to --repo).
     #[arg(long, default_value = "ci/thresholds.toml")]
     thresholds: PathBuf,
@@ -111,7 +118,7 @@ fn main() -> ExitCode {
 }
 
 fn compare(args: CompareArgs) -> ExitCode {
-    use harness::compare::{self, Options, Thresholds};
+    use harness::compare::{self, Options, Report, Thresholds};
     let thresholds = match Thresholds::load(&args.repo.join(&args.thresholds)) {
         Ok(t) => t,
         Err(e) => {
@@ -147,12 +154,22 @@ fn compare(args: CompareArgs) -> ExitCode {
         }
     };
     print!("{}", report.table());
-    if let Some(path) = &args.json {
-        if let Err(e) = std::fs::write(path, report.to_json()) {
+    let outputs = [
+        (
+            &args.json,
+            "report",
+            Report::to_json as fn(&Report) -> String,
+        ),
+        (&args.junit, "JUnit XML", compare::junit::to_junit),
+        (&args.html, "HTML report", compare::html::to_html),
+    ];
+    for (path, what, render) in outputs {
+        let Some(path) = path else { continue };
+        if let Err(e) = std::fs::write(path, render(&report)) {
             eprintln!("harness compare: {}: {e}", path.display());
             return ExitCode::from(2);
         }
-        eprintln!("harness compare: report written to {}", path.display());
+        eprintln!("harness compare: {what} written to {}", path.display());
     }
     if report.passed() {
         ExitCode::SUCCESS

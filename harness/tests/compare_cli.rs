@@ -40,6 +40,8 @@ fn temp_dir(tag: &str) -> PathBuf {
 fn exit_status_table_and_json() {
     let dir = temp_dir("cli");
     let json = dir.join("report.json");
+    let junit = dir.join("report.junit.xml");
+    let html = dir.join("report.html");
     let (code, out, err) = harness(&[
         "--model",
         SMOLLM2,
@@ -48,6 +50,10 @@ fn exit_status_table_and_json() {
         "--no-corpus",
         "--json",
         json.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("once-upon") && out.contains("PASS"), "{out}");
@@ -60,6 +66,13 @@ fn exit_status_table_and_json() {
     assert_eq!(p["logits"]["nmse"], 0.0);
     assert_eq!(p["logits"]["per_position"].as_array().unwrap().len(), 2);
     assert!(p["taps"]["rows"].as_array().unwrap().len() > 300);
+    // JUnit: tokens, taps, 4 logits checks and greedy, all passing.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"7\" failures=\"0\""), "{xml}");
+    assert!(xml.contains("classname=\"smollm2-135m-instruct-q4_1\" name=\"once-upon/cpu/taps\""));
+    // HTML: the tap and KLD plots of the one model.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("<svg").count(), 2);
 
     // No limits for the model: measured, reported, exit 1.
     let empty = dir.join("empty.toml");

@@ -22,13 +22,18 @@
 //!   message count (any message fails).
 //!
 //! [`run`] does it all in-process and returns a [`Report`]; [`report`]
-//! prints it and writes it as JSON.
+//! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
+//! one self-contained HTML page with plots.
 
 pub mod cross;
 pub mod greedy;
+pub mod html;
+pub mod junit;
 pub mod logits;
 pub mod report;
 pub mod run;
+#[cfg(test)]
+mod sample;
 pub mod taps;
 pub mod thresholds;
 pub mod tokens;

@@ -141,6 +141,38 @@ impl Report {
     /// The terminal table: one row per model × prompt × path, model-level
     /// rows, per-model totals, then the failing checks.
     pub fn table(&self) -> String {
+        let rows = self.table_rows();
+        let mut out = String::new();
+        write_table(&mut out, &rows);
+
+        let totals: Vec<String> = self.models.iter().flat_map(model_totals).collect();
+        if !totals.is_empty() {
+            out.push_str("\nPer model and path, over every prompt position (KLD: top-64 + tail bucket, nats):\n");
+            for t in totals {
+                let _ = writeln!(out, "  {t}");
+            }
+        }
+        let failures = self.failures();
+        if failures.is_empty() {
+            let _ = writeln!(out, "\nall checks passed ({:.1} s)", self.seconds);
+        } else {
+            let _ = writeln!(
+                out,
+                "\n{} failing checks ({:.1} s):",
+                failures.len(),
+                self.seconds
+            );
+            for (at, f) in failures {
+                let _ = writeln!(out, "  {at}: {}: {}", f.check, f.detail);
+            }
+        }
+        out
+    }
+
+    /// The rows of the terminal table, its header first: one per model ×
+    /// prompt × path (and one per path against the first path), then the
+    /// model-level rows (tokenizer corpus, chat renders, skipped).
+    pub fn table_rows(&self) -> Vec<Vec<String>> {
         let mut rows: Vec<Vec<String>> = vec![[
             "model",
             "prompt",
@@ -187,35 +219,11 @@ impl Report {
                 rows.push(model_row(&m.id, "-", "not run".into(), false));
             }
         }
-        let mut out = String::new();
-        write_table(&mut out, &rows);
-
-        let totals: Vec<String> = self.models.iter().flat_map(model_totals).collect();
-        if !totals.is_empty() {
-            out.push_str("\nPer model and path, over every prompt position (KLD: top-64 + tail bucket, nats):\n");
-            for t in totals {
-                let _ = writeln!(out, "  {t}");
-            }
-        }
-        let failures = self.failures();
-        if failures.is_empty() {
-            let _ = writeln!(out, "\nall checks passed ({:.1} s)", self.seconds);
-        } else {
-            let _ = writeln!(
-                out,
-                "\n{} failing checks ({:.1} s):",
-                failures.len(),
-                self.seconds
-            );
-            for (at, f) in failures {
-                let _ = writeln!(out, "  {at}: {}: {}", f.check, f.detail);
-            }
-        }
-        out
+        rows
     }
 }
 
-fn sci(x: f64) -> String {
+pub(crate) fn sci(x: f64) -> String {
     if x.is_nan() {
         "NaN".into()
     } else if x == 0.0 {
