@@ -131,6 +131,7 @@ pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
     /// "greedy", "vs" (this path against the run's first path),
     /// "validation" (Vulkan validation messages), "tokenizer", "chat",
+    /// "eog" (the end-of-generation token set),
     /// "model", "engine" (the engine could
     /// not run: a path not implemented, a backend error), "thresholds" (no
     /// limits for the model and path).
