@@ -9,7 +9,7 @@
 //! | attn-scale | SmolLM2, cpu | taps, layer 0 kqv_out |
 //! | kv-offset | SmolLM2, cpu + gpu (5 tokens) | taps, layer 0 kqv_out, both paths |
 //! | descriptor-reuse | SmolLM2, gpu | validation (a bound set updated) or taps |
-//! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write) |
+//! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
 //! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
 //! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
@@ -259,7 +259,10 @@ impl Setup {
         o.paths = m.paths.clone();
         o.corpus = m.corpus;
         o.verify_files = false;
-        o.greedy_steps = self.greedy_steps;
+        // At least one decode step: the prompt pass reads every tapped sum
+        // back (a submission each), so only decoding records a residual add
+        // and the norm after it in one command buffer (missing-barrier).
+        o.greedy_steps = self.greedy_steps.max(2);
         o.threads = self.threads;
         o.device = self.device.clone();
         o.validation = self.validation;
