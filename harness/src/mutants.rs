@@ -274,13 +274,17 @@ impl Setup {
 /// (GPU layers first) is held to the GPU's where it has none of its own,
 /// against llama.cpp and against the CPU path.
 fn with_hybrid_limits(mut t: Thresholds) -> Thresholds {
+    let path = format!("hybrid:{HYBRID_N}");
+    let vs = format!("{path}-vs-cpu");
     for keys in t.models.values_mut() {
-        if !keys.keys().any(|k| k.starts_with("hybrid")) {
+        if !keys.contains_key("hybrid") && !keys.contains_key(&path) {
             if let Some(gpu) = keys.get("gpu").cloned() {
                 keys.insert("hybrid".into(), gpu);
             }
-            if let Some(vs) = keys.get("gpu-vs-cpu").cloned() {
-                keys.insert(format!("hybrid:{HYBRID_N}-vs-cpu"), vs);
+        }
+        if !keys.contains_key(&vs) {
+            if let Some(gpu_vs_cpu) = keys.get("gpu-vs-cpu").cloned() {
+                keys.insert(vs.clone(), gpu_vs_cpu);
             }
         }
     }
