@@ -3,11 +3,13 @@
 //! happens (`harness mutants`).
 //!
 //! Without the cargo feature `fault-injection`, [`active`] is a constant
-//! `false` and every switch point compiles away. With it, [`active`] reads
-//! a process-wide set of fault names that the harness sets at run time
-//! ([`set`], [`Injected`]); nothing reads the environment.
+//! `false`, every switch point compiles away and nothing else of this
+//! module exists. With it, [`active`] reads a process-wide set of fault
+//! names that the harness sets at run time (`set`, `Injected`); nothing
+//! reads the environment. The faults: `FAULTS`.
 
 /// Every fault the engine knows, with where its switch point sits.
+#[cfg(feature = "fault-injection")]
 pub const FAULTS: &[(&str, &str)] = &[
     (
         "rope-style",
