@@ -5,10 +5,14 @@
 //! - [`metrics`]: pure comparison metrics.
 //! - [`reference`]: the reference-data format, writer and loader (no
 //!   llama.cpp needed).
+//! - `mutants` (feature `fault-injection`): every engine fault, detected
+//!   where expected (`harness mutants`).
 //! - `capture` (feature `llama-cpp`): produces reference data with llama.cpp.
 
 #[cfg(feature = "llama-cpp")]
 pub mod capture;
 pub mod compare;
 pub mod metrics;
+#[cfg(feature = "fault-injection")]
+pub mod mutants;
 pub mod reference;

@@ -24,6 +24,12 @@ enum Command {
     /// Capture llama.cpp's outputs for every model and prompt into
     /// reference-data/ (needs a build with `--features llama-cpp`).
     Capture(CaptureArgs),
+    /// Run compare once clean and once per injected engine fault, on a
+    /// small selection, and print where each fault was caught. Exits 1
+    /// unless the clean run passes and every fault is detected by its
+    /// expected check (tap faults: at their expected layer and tap).
+    #[cfg(feature = "fault-injection")]
+    Mutants(MutantsArgs),
     /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
     /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
     Manifest {
@@ -86,6 +92,36 @@ struct CompareArgs {
     /// when the layer is installed; any message it reports is a failure).
     #[arg(long)]
     no_validation: bool,
+    /// Inject this engine fault (see `harness mutants`) for the run.
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, value_name = "FAULT")]
+    inject: Option<String>,
+}
+
+#[cfg(feature = "fault-injection")]
+#[derive(Args)]
+struct MutantsArgs {
+    /// Only this fault (repeatable; the clean run always runs).
+    #[arg(long = "fault", value_name = "NAME")]
+    faults: Vec<String>,
+    /// The limits (relative to --repo).
+    #[arg(long, default_value = "ci/thresholds.toml")]
+    thresholds: PathBuf,
+    /// Repository root.
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+    /// Greedy tokens compared per prompt.
+    #[arg(long, default_value_t = 2)]
+    greedy_steps: usize,
+    /// CPU threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// The Vulkan device of the GPU paths: an index or part of its name.
+    #[arg(long, value_name = "INDEX|NAME")]
+    device: Option<String>,
+    /// Write the outcomes as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -112,6 +148,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Compare(args) => compare(args),
+        #[cfg(feature = "fault-injection")]
+        Command::Mutants(args) => mutants(args),
         Command::Capture(args) => capture(args),
         Command::Manifest { dir } => manifest(&dir),
     }
@@ -146,7 +184,11 @@ fn compare(args: CompareArgs) -> ExitCode {
         opts.device = d.parse().expect("infallible");
     }
     opts.validation &= !args.no_validation;
-    let report = match compare::run(&opts) {
+    #[cfg(feature = "fault-injection")]
+    let report = harness::mutants::compare_with(&opts, args.inject.as_deref());
+    #[cfg(not(feature = "fault-injection"))]
+    let report = harness::compare::run(&opts);
+    let report = match report {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness compare: {e}");
@@ -170,6 +212,47 @@ fn compare(args: CompareArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         eprintln!("harness compare: {what} written to {}", path.display());
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+fn mutants(args: MutantsArgs) -> ExitCode {
+    use harness::compare::Thresholds;
+    use harness::mutants::{self, Setup};
+    let thresholds = match Thresholds::load(&args.repo.join(&args.thresholds)) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("harness mutants: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut setup = Setup::new(&args.repo, thresholds);
+    setup.only = args.faults;
+    setup.greedy_steps = args.greedy_steps;
+    setup.threads = args.threads;
+    setup.progress = true;
+    if let Some(d) = &args.device {
+        setup.device = d.parse().expect("infallible");
+    }
+    let report = match mutants::run(&setup) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness mutants: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report).expect("serializes");
+        if let Err(e) = std::fs::write(path, json) {
+            eprintln!("harness mutants: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
     }
     if report.passed() {
         ExitCode::SUCCESS

@@ -110,7 +110,7 @@ fn the_html_report_of_a_small_comparison_renders_in_chromium() {
     let mut o = Options::new(&repo, thresholds);
     o.models = vec![SMOLLM2.into()];
     o.prompts = vec!["capital-france".into()];
-    o.paths = vec![compare::Path::Cpu, compare::Path::Gpu];
+    o.paths = compare::Paths::List(vec![compare::Path::Cpu, compare::Path::Gpu]);
     o.corpus = false;
     o.verify_files = false;
     o.greedy_steps = 2;

@@ -201,6 +201,8 @@ impl ChatTemplate {
         messages: Value,
         add_generation_prompt: bool,
     ) -> Result<String, ChatError> {
+        let add_generation_prompt =
+            add_generation_prompt && !crate::fault::active("chat-no-generation-prompt");
         let ctx = Value::from_iter([
             ("messages", messages),
             ("add_generation_prompt", Value::from(add_generation_prompt)),

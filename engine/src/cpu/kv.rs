@@ -3,6 +3,7 @@
 
 use half::f16;
 
+use crate::fault;
 use crate::ops::KvType;
 
 /// Rows of one cache tensor, in the cache's element type.
@@ -113,6 +114,12 @@ impl KvStore {
             "kv write: {t} rows at {pos0} into a {}-position cache",
             self.n_ctx
         );
+        // One position late, where the cache has room for it.
+        let pos0 = if fault::active("kv-offset") && pos0 + t < self.n_ctx {
+            pos0 + 1
+        } else {
+            pos0
+        };
         self.k.write(pos0 * self.k_width, k);
         self.v.write(pos0 * self.v_width, v);
     }

@@ -3,6 +3,7 @@
 
 use super::error::ModelError;
 use super::spec::{ArchSpec, AttnScale, EmbedScale, Need, SwaRule};
+use crate::fault;
 use crate::gguf::{GgufFile, MetadataError, Value};
 
 /// The numbers a forward pass needs.
@@ -212,6 +213,7 @@ pub fn read(gguf: &GgufFile, spec: &ArchSpec) -> Result<(Hparams, Vec<LayerDesc>
     let rope_freq_scale = rope_scaling(&m)?;
 
     let attn_scale = match spec.attn_scale {
+        AttnScale::InvSqrtHeadDim if fault::active("attn-scale") => 1.0 / head_dim_k as f32,
         AttnScale::InvSqrtHeadDim => 1.0 / (head_dim_k as f32).sqrt(),
         AttnScale::Gemma3 if n_layer == 62 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
         AttnScale::Gemma3 => 1.0 / (head_dim_k as f32).sqrt(),

@@ -90,7 +90,20 @@ const LLAMA3_SPEC: PreSpec = PreSpec {
 
 /// What llama.cpp does for pre-tokenizer `name`, if it is in the table.
 pub(crate) fn lookup(name: &str) -> Option<PreSpec> {
-    TABLE.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    let found = TABLE.iter().find(|(n, _)| *n == name).map(|(_, s)| *s);
+    if crate::fault::active("pre-tokenizer") {
+        // The wrong expressions: digits not split one by one (or split, where
+        // they were not).
+        return found.map(|s| PreSpec {
+            regexes: if s.regexes == [GPT2] {
+                &[DIGIT, GPT2]
+            } else {
+                &[GPT2]
+            },
+            ..s
+        });
+    }
+    found
 }
 
 /// The names the table knows, comma-separated (for error messages).

@@ -9,6 +9,7 @@
 use super::error::TokenizerError;
 use super::vocab::{TokenAttr, TokenId, Vocab};
 use super::ModelKind;
+use crate::fault;
 use crate::gguf::GgufFile;
 
 /// The special token ids of a vocabulary (`None`: the model has none).
@@ -213,6 +214,9 @@ pub(crate) fn resolve(
         }
     }
     eog.extend([s.eos, s.eot, s.eom].into_iter().flatten());
+    if fault::active("stop-token") {
+        eog.extend(s.bos);
+    }
     eog.sort_unstable();
     eog.dedup();
 

@@ -9,6 +9,7 @@
 use ash::vk;
 
 use super::error::{VkCall, VkError, VkResult};
+use crate::fault;
 
 /// Sets per pool.
 const SETS_PER_POOL: u32 = 256;
@@ -26,6 +27,8 @@ pub(crate) struct DescriptorArena {
     buffers_left: u32,
     /// Sets handed out since the last reset.
     allocated: usize,
+    /// Fault `descriptor-reuse`: the one set of each layout.
+    reused: Vec<(vk::DescriptorSetLayout, vk::DescriptorSet)>,
 }
 
 impl DescriptorArena {
@@ -44,6 +47,10 @@ impl DescriptorArena {
         }
         // We count what is left ourselves instead of relying on
         // VK_ERROR_OUT_OF_POOL_MEMORY, which is not guaranteed to be returned.
+        let reuse = fault::active("descriptor-reuse");
+        if let Some(&(_, set)) = self.reused.iter().find(|(l, _)| reuse && *l == layout) {
+            return Ok(set);
+        }
         if self.pools.is_empty() || self.sets_left == 0 || self.buffers_left < buffers {
             self.next_pool(device)?;
         }
@@ -59,6 +66,9 @@ impl DescriptorArena {
         self.sets_left -= 1;
         self.buffers_left -= buffers;
         self.allocated += 1;
+        if reuse {
+            self.reused.push((layout, sets[0]));
+        }
         Ok(sets[0])
     }
 
@@ -118,6 +128,7 @@ impl DescriptorArena {
             BUFFERS_PER_POOL
         };
         self.allocated = 0;
+        self.reused.clear();
         Ok(())
     }
 
@@ -132,5 +143,6 @@ impl DescriptorArena {
         self.sets_left = 0;
         self.buffers_left = 0;
         self.allocated = 0;
+        self.reused.clear();
     }
 }

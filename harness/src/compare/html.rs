@@ -454,7 +454,7 @@ pub fn to_html(report: &Report) -> String {
         out,
         "<h1>harness compare: <span class=\"{verdict}\">{}</span></h1>\n<p>paths {}; reference {}; thresholds {}; {} models; {:.1} s</p>",
         if report.passed() { "all checks passed".to_string() } else { format!("{} failing checks", failures.len()) },
-        escape(&report.paths.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+        escape(&report.paths.to_string()),
         escape(&report.reference_dir),
         escape(&report.thresholds),
         report.models.len(),

@@ -157,6 +157,19 @@ impl Paths {
     }
 }
 
+impl fmt::Display for Paths {
+    /// `cpu,gpu` for a list, `all` for all.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Paths::List(v) => {
+                let names: Vec<String> = v.iter().map(ToString::to_string).collect();
+                f.write_str(&names.join(","))
+            }
+            Paths::All => f.write_str("all"),
+        }
+    }
+}
+
 impl Serialize for Paths {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -205,6 +218,7 @@ pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
     /// "greedy", "vs" (this path against the run's first path),
     /// "validation" (Vulkan validation messages), "tokenizer", "chat",
+    /// "eog" (the end-of-generation token set),
     /// "model", "engine" (the engine could
     /// not run: a path not implemented, a backend error), "thresholds" (no
     /// limits for the model and path).

@@ -176,6 +176,7 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
             return r;
         }
     };
+    eog_check(model_ref, &tok, &mut r);
     let template = chat_template(model_ref, &gguf, &tok, &mut r);
     if opts.corpus {
         corpus_check(opts, model_ref, &tok, &mut r);
@@ -359,6 +360,30 @@ fn chat_template(
     loaded
         .map_err(|e| r.failures.push(Failure::new("chat", e)))
         .ok()
+}
+
+/// The tokens that end generation (where `sharpi` stops a reply) against
+/// llama.cpp's `llama_vocab_is_eog` set: an extra one cuts replies short, a
+/// missing one runs past their end.
+fn eog_check(model_ref: ModelRef<'_>, tok: &Tokenizer, r: &mut ModelReport) {
+    let theirs = &model_ref.capture().vocab.eog_tokens;
+    let ours = tok.eog_ids();
+    let extra: Vec<_> = ours
+        .iter()
+        .filter(|&&t| !theirs.iter().any(|&x| x as i64 == t as i64))
+        .collect();
+    let missing: Vec<_> = theirs
+        .iter()
+        .filter(|&&x| !ours.iter().any(|&t| x as i64 == t as i64))
+        .collect();
+    if !extra.is_empty() || !missing.is_empty() {
+        r.failures.push(Failure::new(
+            "eog",
+            format!(
+                "end-of-generation tokens: ours {ours:?}, llama.cpp {theirs:?} (extra {extra:?}, missing {missing:?})"
+            ),
+        ));
+    }
 }
 
 /// Every chat-template render, ours against Jinja2's.

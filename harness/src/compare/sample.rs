@@ -119,6 +119,7 @@ pub fn report() -> Report {
         architecture: "llama".into(),
         file: "models/smol.gguf".into(),
         skipped: None,
+        paths: vec![Path::Cpu, Path::Gpu],
         failures: vec![Failure::new("chat", "render 'a' differs at byte 3")],
         tokenizer: Some(CorpusCheck {
             lines: 3,
@@ -143,6 +144,7 @@ pub fn report() -> Report {
         architecture: "mamba".into(),
         file: "models/mamba.gguf".into(),
         skipped: Some("architecture 'mamba' not implemented".into()),
+        paths: Vec::new(),
         failures: Vec::new(),
         tokenizer: None,
         chat: None,
@@ -152,7 +154,7 @@ pub fn report() -> Report {
     Report {
         reference_dir: "reference-data".into(),
         thresholds: "ci/thresholds.toml".into(),
-        paths: vec![Path::Cpu, Path::Gpu],
+        paths: super::Paths::List(vec![Path::Cpu, Path::Gpu]),
         models: vec![smol, mamba],
         seconds: 2.0,
     }

@@ -7,7 +7,8 @@ use super::hparams::{Hparams, LayerDesc};
 use super::spec::{Arch, ArchSpec};
 use super::weights::RoleMap;
 use super::{HeadOut, Model, Step};
-use crate::ops::{AttnParams, BackendError, Kv, RopeParams, Weight};
+use crate::fault;
+use crate::ops::{AttnParams, BackendError, Kv, RopeParams, RopeStyle, Weight};
 
 /// A model's weights as handles of the devices that run each part, in the
 /// shape its architecture's forward pass wants.
@@ -46,8 +47,13 @@ impl ArchWeights {
 
 /// RoPE of layer `ld` for Q and K.
 fn rope_params(spec: &ArchSpec, hp: &Hparams, ld: &LayerDesc) -> RopeParams {
+    let style = match spec.rope {
+        RopeStyle::Norm if fault::active("rope-style") => RopeStyle::Neox,
+        RopeStyle::Neox if fault::active("rope-style") => RopeStyle::Norm,
+        s => s,
+    };
     RopeParams {
-        style: spec.rope,
+        style,
         head_dim: hp.head_dim_k,
         n_rot: hp.n_rot,
         base: ld.rope_base,

@@ -8,6 +8,7 @@
 //! attention reads the cache bytes the write wrote.
 
 use super::{Bind, GpuKv, VulkanBackend};
+use crate::fault;
 use crate::ops::{Act, AttnParams, Kv, KvType};
 use crate::vulkan::{shaders, PushConstants};
 
@@ -82,6 +83,12 @@ fn cache_bytes(kv: &GpuKv, e0: usize, e1: usize) -> std::ops::Range<u64> {
 /// Writes rows `src` `[T, width]` into cache buffer `buf` (`[n_ctx, width]`)
 /// at positions `pos0..pos0 + T`.
 fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Act, pos0: usize) {
+    // One position late, where the cache has room for it.
+    let pos0 = if fault::active("kv-offset") && pos0 + src.rows() < kv.n_ctx {
+        pos0 + 1
+    } else {
+        pos0
+    };
     let (e0, e1) = (pos0 * width, (pos0 + src.rows()) * width);
     let s = Bind::act(src);
     match kv.ty {

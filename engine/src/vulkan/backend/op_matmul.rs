@@ -20,6 +20,7 @@
 //! the token ids in that range).
 
 use super::{Bind, GpuWeight, KernelLayout, VulkanBackend};
+use crate::fault;
 use crate::ggml_type::GgmlType;
 use crate::ops::{Act, Weight};
 use crate::vulkan::{shaders, PushConstants, Shader};
@@ -257,6 +258,23 @@ pub(super) fn embed(b: &mut VulkanBackend, table: Weight, tokens: &[u32], out: A
     if tokens.is_empty() {
         return;
     }
+    let shifted: Vec<u32>;
+    let tokens = if fault::active("gpu-embed-row") {
+        // The neighbouring row (the previous one for the last row).
+        shifted = tokens
+            .iter()
+            .map(|&t| {
+                if t as usize + 1 < w.n_out {
+                    t + 1
+                } else {
+                    t - 1
+                }
+            })
+            .collect();
+        &shifted[..]
+    } else {
+        tokens
+    };
     let (ids, at) = b.stage_u32(tokens);
     let units = w.n_in / k.values_per_invocation;
     let ids_bind = Bind {

@@ -1,0 +1,443 @@
+//! `harness mutants` (feature `fault-injection`): runs `harness compare`
+//! once clean and once per engine fault ([`engine::fault::FAULTS`]), each
+//! on a small selection, and checks that every fault is detected, by the
+//! check and at the place this table expects.
+//!
+//! | fault | selection | expected detection |
+//! |---|---|---|
+//! | rope-style | SmolLM2, cpu + gpu | taps, layer 0 Qcur/Kcur, both paths |
+//! | attn-scale | SmolLM2, cpu | taps, layer 0 kqv_out |
+//! | kv-offset | SmolLM2, cpu + gpu (5 tokens) | taps, layer 0 kqv_out, both paths |
+//! | descriptor-reuse | SmolLM2, gpu | validation (a bound set updated) or taps |
+//! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
+//! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
+//! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
+//! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
+//! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
+//! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
+
+use std::path::Path as FsPath;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::compare::{self, Options, Path, Report, Thresholds};
+
+const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+/// A 5-token prompt: RoPE, attention scale and KV positions all matter.
+const SHORT: &str = "capital-france";
+/// A chat prompt (system + user), rendered with a generation prompt.
+const CHAT: &str = "chat-system-user";
+/// Layers on the GPU of the hybrid path.
+const HYBRID_N: usize = 2;
+
+/// Where a fault is expected to show.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    /// Any of these checks ([`compare::Failure::check`]) counts.
+    pub checks: &'static [&'static str],
+    /// For tap faults: on each of these paths the first divergence must be
+    /// at `layer`, at one of `taps` (our names).
+    pub tap: Option<(usize, &'static [&'static str])>,
+}
+
+/// One fault and the run that must catch it.
+#[derive(Clone, Debug)]
+pub struct Mutant {
+    pub fault: &'static str,
+    pub model: &'static str,
+    pub prompts: &'static [&'static str],
+    pub paths: Vec<Path>,
+    /// Compare the tokenizer corpus and chat renders.
+    pub corpus: bool,
+    pub expected: Expected,
+}
+
+impl Expected {
+    fn describe(&self) -> String {
+        match self.tap {
+            Some((layer, taps)) => {
+                format!("{} layer {layer} {}", self.checks.join("|"), taps.join("|"))
+            }
+            None => self.checks.join("|"),
+        }
+    }
+}
+
+/// The table: every fault of the engine, with its selection and expected
+/// detection.
+pub fn table() -> Vec<Mutant> {
+    let m = |fault, prompts, paths: &[Path], corpus, checks, tap| Mutant {
+        fault,
+        model: SMOLLM2,
+        prompts,
+        paths: paths.to_vec(),
+        corpus,
+        expected: Expected { checks, tap },
+    };
+    let (cpu, gpu, hybrid) = (Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N));
+    vec![
+        m(
+            "rope-style",
+            &[SHORT],
+            &[cpu, gpu],
+            false,
+            &["taps"],
+            Some((0, &["Qcur", "Kcur"][..])),
+        ),
+        m(
+            "attn-scale",
+            &[SHORT],
+            &[cpu],
+            false,
+            &["taps"],
+            Some((0, &["kqv_out"][..])),
+        ),
+        m(
+            "kv-offset",
+            &[SHORT],
+            &[cpu, gpu],
+            false,
+            &["taps"],
+            Some((0, &["kqv_out"][..])),
+        ),
+        m(
+            "descriptor-reuse",
+            &[SHORT],
+            &[gpu],
+            false,
+            &["validation", "taps"],
+            None,
+        ),
+        m(
+            "missing-barrier",
+            &[SHORT],
+            &[gpu],
+            false,
+            &["validation"],
+            None,
+        ),
+        m(
+            "gpu-embed-row",
+            &[SHORT],
+            &[gpu],
+            false,
+            &["taps"],
+            Some((0, &["attn_norm"][..])),
+        ),
+        m(
+            "hybrid-handoff",
+            &[SHORT],
+            &[hybrid],
+            false,
+            &["taps"],
+            Some((HYBRID_N, &["attn_norm"][..])),
+        ),
+        m("stop-token", &[SHORT], &[cpu], false, &["eog"], None),
+        m(
+            "pre-tokenizer",
+            &[SHORT],
+            &[cpu],
+            true,
+            &["tokenizer", "tokens"],
+            None,
+        ),
+        m(
+            "chat-no-generation-prompt",
+            &[CHAT],
+            &[cpu],
+            false,
+            &["tokens"],
+            None,
+        ),
+    ]
+}
+
+/// What one run found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// The fault ("none" for the clean run).
+    pub fault: String,
+    pub detected: bool,
+    /// The checks that failed, in report order, deduplicated.
+    pub checks: Vec<String>,
+    /// Where: the first tap divergence of each prompt and path that has
+    /// one ("model/prompt/path layer N tap"), else where each failed check
+    /// failed first.
+    pub taps: Vec<String>,
+    pub expected: String,
+    /// Detected by an expected check, and (tap faults) localised at the
+    /// expected layer and tap on every path of the run.
+    pub matched: bool,
+    /// The first failure in full.
+    pub first: Option<String>,
+    pub seconds: f64,
+}
+
+/// The run of `harness mutants`.
+#[derive(Clone, Debug, Serialize)]
+pub struct MutantsReport {
+    /// The clean run: every check passes.
+    pub clean: Outcome,
+    pub faults: Vec<Outcome>,
+}
+
+impl MutantsReport {
+    /// The clean run passed and every fault was detected where expected.
+    pub fn passed(&self) -> bool {
+        !self.clean.detected && self.faults.iter().all(|o| o.detected && o.matched)
+    }
+
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<26} {:<8} {:<22} {:<52} {:<28} {:<5} {:>6}\n",
+            "fault", "detected", "by", "where", "expected", "match", "s"
+        );
+        for o in std::iter::once(&self.clean).chain(&self.faults) {
+            s += &format!(
+                "{:<26} {:<8} {:<22} {:<52} {:<28} {:<5} {:>6.1}\n",
+                o.fault,
+                if o.detected { "yes" } else { "no" },
+                if o.checks.is_empty() {
+                    "-".into()
+                } else {
+                    o.checks.join(",")
+                },
+                if o.taps.is_empty() {
+                    "-".into()
+                } else {
+                    o.taps.join("; ")
+                },
+                o.expected,
+                if o.matched { "yes" } else { "no" },
+                o.seconds
+            );
+        }
+        for o in std::iter::once(&self.clean).chain(&self.faults) {
+            if let Some(f) = o.first.as_ref().filter(|_| !o.matched || o.fault == "none") {
+                s += &format!("{}: {f}\n", o.fault);
+            }
+        }
+        s
+    }
+}
+
+/// What every run shares.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub repo: std::path::PathBuf,
+    pub thresholds: Thresholds,
+    /// Greedy steps compared per prompt.
+    pub greedy_steps: usize,
+    pub threads: usize,
+    pub device: engine::vulkan::DeviceSelector,
+    pub validation: bool,
+    /// Only these faults (empty: all).
+    pub only: Vec<String>,
+    /// A line on stderr per run.
+    pub progress: bool,
+}
+
+impl Setup {
+    pub fn new(repo: &FsPath, thresholds: Thresholds) -> Setup {
+        Setup {
+            repo: repo.to_path_buf(),
+            thresholds: with_hybrid_limits(thresholds),
+            greedy_steps: 2,
+            threads: 0,
+            device: engine::vulkan::DeviceSelector::Auto,
+            validation: engine::vulkan::validation_layer_present(),
+            only: Vec::new(),
+            progress: false,
+        }
+    }
+
+    fn options(&self, m: &Mutant) -> Options {
+        let mut o = Options::new(&self.repo, self.thresholds.clone());
+        o.models = vec![m.model.into()];
+        o.prompts = m.prompts.iter().map(|p| p.to_string()).collect();
+        o.paths = crate::compare::Paths::List(m.paths.clone());
+        o.corpus = m.corpus;
+        o.verify_files = false;
+        // At least one decode step: the prompt pass reads every tapped sum
+        // back (a submission each), so only decoding records a residual add
+        // and the norm after it in one command buffer (missing-barrier).
+        o.greedy_steps = self.greedy_steps.max(2);
+        o.threads = self.threads;
+        o.device = self.device.clone();
+        o.validation = self.validation;
+        o
+    }
+}
+
+/// The thresholds file has limits for the cpu and gpu paths; a hybrid path
+/// (GPU layers first) is held to the GPU's where it has none of its own,
+/// against llama.cpp and against the CPU path.
+fn with_hybrid_limits(mut t: Thresholds) -> Thresholds {
+    let path = format!("hybrid:{HYBRID_N}");
+    let vs = format!("{path}-vs-cpu");
+    for keys in t.models.values_mut() {
+        if !keys.contains_key("hybrid") && !keys.contains_key(&path) {
+            if let Some(gpu) = keys.get("gpu").cloned() {
+                keys.insert("hybrid".into(), gpu);
+            }
+        }
+        if !keys.contains_key(&vs) {
+            if let Some(gpu_vs_cpu) = keys.get("gpu-vs-cpu").cloned() {
+                keys.insert(vs.clone(), gpu_vs_cpu);
+            }
+        }
+    }
+    t
+}
+
+/// Runs the clean selection and every fault in turn. Errors are about the
+/// setup (unknown fault, unreadable reference data).
+pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
+    let table = table();
+    if let Some(bad) = setup
+        .only
+        .iter()
+        .find(|f| !table.iter().any(|m| m.fault == f.as_str()))
+    {
+        return Err(format!("no fault {bad:?} in the mutants table"));
+    }
+    let selected: Vec<&Mutant> = table
+        .iter()
+        .filter(|m| setup.only.is_empty() || setup.only.iter().any(|f| f == m.fault))
+        .collect();
+    // The clean run: the union of the selections, no fault.
+    let clean_mutant = Mutant {
+        fault: "none",
+        model: SMOLLM2,
+        prompts: &[SHORT, CHAT],
+        paths: vec![Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N)],
+        corpus: true,
+        expected: Expected {
+            checks: &[],
+            tap: None,
+        },
+    };
+    let clean = run_one(setup, &clean_mutant, None)?;
+    let mut faults = Vec::new();
+    for m in selected {
+        faults.push(run_one(setup, m, Some(m.fault))?);
+    }
+    Ok(MutantsReport { clean, faults })
+}
+
+/// `compare` with `fault` injected (none: clean).
+pub fn compare_with(opts: &Options, fault: Option<&str>) -> Result<Report, String> {
+    let names: Vec<&str> = fault.into_iter().collect();
+    let _injected = engine::fault::Injected::new(&names)?;
+    compare::run(opts)
+}
+
+fn run_one(setup: &Setup, m: &Mutant, fault: Option<&str>) -> Result<Outcome, String> {
+    let start = Instant::now();
+    let report = compare_with(&setup.options(m), fault)?;
+    let o = judge(m, &report, start.elapsed().as_secs_f64());
+    if setup.progress {
+        eprintln!(
+            "[mutants] {}: {} by {} in {:.1} s",
+            o.fault,
+            if o.detected {
+                "detected"
+            } else {
+                "not detected"
+            },
+            if o.checks.is_empty() {
+                "-".into()
+            } else {
+                o.checks.join(",")
+            },
+            o.seconds
+        );
+    }
+    Ok(o)
+}
+
+/// What `report` says about mutant `m`.
+pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
+    let failures = report.failures();
+    let mut checks: Vec<String> = Vec::new();
+    for (_, f) in &failures {
+        if !checks.iter().any(|c| c == f.check) {
+            checks.push(f.check.to_string());
+        }
+    }
+    let mut taps = Vec::new();
+    let mut localised = true;
+    let prompts = report.models.iter().flat_map(|r| &r.prompts);
+    for p in prompts {
+        let first = p.taps.as_ref().and_then(|t| t.first_divergence.as_ref());
+        if let Some(d) = first {
+            taps.push(format!(
+                "{}/{}/{} layer {} {}",
+                short(&p.model),
+                p.prompt,
+                p.path,
+                d.layer.map_or("-".into(), |l| l.to_string()),
+                d.name
+            ));
+        }
+        if let Some((layer, names)) = m.expected.tap {
+            let at =
+                first.is_some_and(|d| d.layer == Some(layer) && names.contains(&d.name.as_str()));
+            localised &= at;
+        }
+    }
+    if taps.is_empty() {
+        // Not a tap: where the first failure of each check was.
+        for c in &checks {
+            if let Some((at, _)) = failures.iter().find(|(_, f)| f.check == c) {
+                taps.push(format!("{c} at {}", short(at)));
+            }
+        }
+    }
+    let detected = !failures.is_empty();
+    let matched = if m.fault == "none" {
+        !detected
+    } else {
+        detected
+            && checks
+                .iter()
+                .any(|c| m.expected.checks.contains(&c.as_str()))
+            && localised
+    };
+    Outcome {
+        fault: m.fault.to_string(),
+        detected,
+        checks,
+        taps,
+        expected: if m.fault == "none" {
+            "pass".into()
+        } else {
+            m.expected.describe()
+        },
+        matched,
+        first: failures
+            .first()
+            .map(|(at, f)| format!("{at}: {}: {}", f.check, f.detail)),
+        seconds,
+    }
+}
+
+/// A model id without its quantization ("smollm2-135m-instruct").
+fn short(id: &str) -> String {
+    id.replace("-q4_1", "").replace("-instruct", "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_has_every_engine_fault_once() {
+        let t = table();
+        for (name, _) in engine::fault::FAULTS {
+            assert_eq!(t.iter().filter(|m| m.fault == *name).count(), 1, "{name}");
+        }
+        assert_eq!(t.len(), engine::fault::FAULTS.len());
+    }
+}
