@@ -312,6 +312,27 @@ pub(super) fn embed(b: &mut VulkanBackend, table: Weight, tokens: &[u32], out: A
 
 /// `out[t, r] = Σ_c W[r, c] · x[t, c]`, f32 dequantized weights times f32
 /// activations, accumulated in f32.
+/// Records a matmul dispatch over a `[gx, gy]` grid, or keeps an error
+/// naming the weight when the grid exceeds the device's workgroup counts.
+fn dispatch_2d(
+    b: &mut VulkanBackend,
+    shader: &'static Shader,
+    binds: &[Bind],
+    push: &WeightPush,
+    [gx, gy]: [usize; 2],
+    name: &str,
+) {
+    let limit = b.context().limits().max_compute_work_group_count;
+    if gx > limit[0] as usize || gy > limit[1] as usize {
+        let e = b.err(format!(
+            "matmul {name}: {gx} x {gy} workgroups exceed the device's {limit:?}"
+        ));
+        b.fail(e);
+        return;
+    }
+    b.dispatch(shader, binds, push, [gx as u32, gy as u32, 1]);
+}
+
 pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
     let (gw, k) = weight_of(b, w);
     assert!(
@@ -325,7 +346,6 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
     if x.rows() == 0 {
         return;
     }
-    let limit = b.ctx.limits().max_compute_work_group_count;
     for c in &gw.chunks {
         let push = WeightPush {
             n_in: u32_of(gw.n_in, "n_in"),
@@ -351,15 +371,7 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
                 let (per, tokens) = (define(k.matmul_cpu, "ROWS"), define(k.matmul_cpu, "TOKENS"));
                 let gx = c.rows.div_ceil(k.matmul_cpu.local_size[0] as usize * per);
                 let gy = x.rows().div_ceil(tokens);
-                if gx > limit[0] as usize || gy > limit[1] as usize {
-                    let e = b.err(format!(
-                        "matmul {}: {gx} x {gy} workgroups exceed the device's {limit:?}",
-                        gw.name
-                    ));
-                    b.fail(e);
-                    return;
-                }
-                b.dispatch(k.matmul_cpu, &binds, &push, [gx as u32, gy as u32, 1]);
+                dispatch_2d(b, k.matmul_cpu, &binds, &push, [gx, gy], &gw.name);
             }
         } else if x.rows() == 1 {
             // One workgroup per MATVEC_ROWS weight rows, spilling into y.
@@ -370,15 +382,7 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
             let (tm, tn) = MATMUL_TILE;
             let gx = c.rows.div_ceil(tm);
             let gy = x.rows().div_ceil(tn);
-            if gx > limit[0] as usize || gy > limit[1] as usize {
-                let e = b.err(format!(
-                    "matmul {}: {gx} x {gy} workgroups exceed the device's {limit:?}",
-                    gw.name
-                ));
-                b.fail(e);
-                return;
-            }
-            b.dispatch(k.matmul, &binds, &push, [gx as u32, gy as u32, 1]);
+            dispatch_2d(b, k.matmul, &binds, &push, [gx, gy], &gw.name);
         }
     }
 }
