@@ -10,10 +10,9 @@
 use serde::Serialize;
 
 use super::logits::LogitsResult;
-use super::taps::{OurTap, TapRow, TapsResult};
+use super::taps::{OurTap, TapsResult};
 use super::thresholds::Limits;
-use super::{within, Path};
-use crate::metrics;
+use super::Path;
 use crate::reference::arrays::TopKTable;
 
 /// Top ids kept per position of the reference path.
@@ -81,24 +80,15 @@ pub fn compare_taps(
             ));
             continue;
         }
-        let nmse = metrics::nmse(&want, &got);
         let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
-        let row = TapRow {
-            name: tap.name.clone(),
-            layer: tap.layer,
-            reference: format!("{against}:{label}"),
-            op: String::new(),
-            positions: positions.len(),
-            nmse,
-            max_abs: metrics::max_abs_diff(&want, &got),
-            cosine: metrics::cosine(&want, &got),
+        out.push_measured(
+            tap,
+            (format!("{against}:{label}"), String::new()),
+            positions.len(),
+            &want,
+            &got,
             limit,
-            pass: within(nmse, limit),
-        };
-        if !row.pass && out.first_divergence.is_none() {
-            out.first_divergence = Some(row.clone());
-        }
-        out.rows.push(row);
+        );
     }
     out
 }

@@ -144,6 +144,37 @@ pub struct TapsResult {
 }
 
 impl TapsResult {
+    /// Measures our tap `ours` (values `got`) against `want` (the
+    /// reference's key and op), appends the row, and makes it the first
+    /// divergence when it is the first over `limit`.
+    pub fn push_measured(
+        &mut self,
+        ours: &OurTap,
+        (reference, op): (String, String),
+        positions: usize,
+        want: &[f32],
+        got: &[f32],
+        limit: f64,
+    ) {
+        let nmse = metrics::nmse(want, got);
+        let row = TapRow {
+            name: ours.name.clone(),
+            layer: ours.layer,
+            reference,
+            op,
+            positions,
+            nmse,
+            max_abs: metrics::max_abs_diff(want, got),
+            cosine: metrics::cosine(want, got),
+            limit,
+            pass: within(nmse, limit),
+        };
+        if !row.pass && self.first_divergence.is_none() {
+            self.first_divergence = Some(row.clone());
+        }
+        self.rows.push(row);
+    }
+
     pub fn failed(&self) -> usize {
         self.rows.iter().filter(|r| !r.pass).count()
     }
@@ -214,24 +245,15 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
             ));
             continue;
         }
-        let nmse = metrics::nmse(&want, &got);
         let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
-        let row = TapRow {
-            name: tap.name.clone(),
-            layer: tap.layer,
-            reference: info.key.clone(),
-            op: info.op.clone(),
-            positions: positions.len(),
-            nmse,
-            max_abs: metrics::max_abs_diff(&want, &got),
-            cosine: metrics::cosine(&want, &got),
+        out.push_measured(
+            tap,
+            (info.key.clone(), info.op.clone()),
+            positions.len(),
+            &want,
+            &got,
             limit,
-            pass: within(nmse, limit),
-        };
-        if !row.pass && out.first_divergence.is_none() {
-            out.first_divergence = Some(row.clone());
-        }
-        out.rows.push(row);
+        );
     }
     out
 }
