@@ -48,6 +48,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "tokenizer/pre: the wrong pre-tokenizer expressions (digits not split)",
     ),
     (
+        "moe-renorm",
+        "model/hparams: the chosen experts' weights not renormalised to sum 1",
+    ),
+    (
         "chat-no-generation-prompt",
         "chat: the template rendered without add_generation_prompt",
     ),

@@ -483,4 +483,43 @@ pub trait Ops: Send {
 
     /// `dst = src` (same shapes; the views must not overlap).
     fn copy(&mut self, src: Act, dst: Act);
+
+    // ---- mixture of experts --------------------------------------------
+
+    /// Softmax of each row in place (ggml `soft_max` without mask or
+    /// scale): `e = exp(x - max(x))`, `x = e * (1 / Σ e)`, the sum
+    /// accumulated in f64 and its reciprocal rounded to f32.
+    fn softmax(&mut self, x: Act);
+
+    /// The `k` largest values of each row of `probs` `[rows, n]`, largest
+    /// first: `ids` `[rows, k]` receives their indices (as f32, exact: `n
+    /// <= 2^24`), `weights` `[rows, k]` the values. Equal values come in
+    /// the order llama.cpp's CPU `argsort` leaves them (libstdc++
+    /// `std::sort`, descending: [`crate::cpu::argsort_desc`]).
+    fn top_k(&mut self, probs: Act, ids: Act, weights: Act);
+
+    /// Each row divided by its sum, in place: `x /= max(Σ x, 2^-14)`, the
+    /// sum accumulated in f64 and rounded to f32 (ggml `sum_rows`, `clamp`
+    /// to 6.103515625e-5, `div`).
+    fn normalize_rows(&mut self, x: Act);
+
+    /// Expert products (ggml `mul_mat_id`). `w` is `n_expert` matrices
+    /// `[n_in, n_out]` stacked (a 3-D tensor `[n_in, n_out, n_expert]`:
+    /// expert `e` is rows `e·n_out..(e+1)·n_out`); `ids` `[rows, k]` holds
+    /// expert indices (as f32, each `< n_expert`). `x` is `[rows, n_in]`
+    /// (every slot reads its row's input) or `[rows, k·n_in]` (slot `j`
+    /// reads its own); `out` is `[rows, k·n_out]`: `out[t, j] =
+    /// W_{ids[t, j]} · x[t (, j)]`, each product computed as [`Ops::matmul`]
+    /// computes it. Rows routed to one expert are multiplied together (one
+    /// product per expert used), not row by row.
+    fn matmul_id(&mut self, w: Weight, n_expert: usize, ids: Act, x: Act, out: Act);
+
+    /// `x[t, j·n..(j+1)·n] *= s[t, j]` for `x` `[rows, g·n]` and `s` `[rows,
+    /// g]` (each group of `n` elements scaled by its own factor).
+    fn mul_groups(&mut self, x: Act, s: Act);
+
+    /// `out[t] = x[t, 0] + x[t, 1] + … + x[t, g-1]` for `x` `[rows, g·n]`
+    /// and `out` `[rows, n]`: the `g` groups of each row added left to
+    /// right in f32 (llama.cpp's chain of `add`s over the expert outputs).
+    fn sum_groups(&mut self, x: Act, out: Act);
 }

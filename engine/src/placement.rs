@@ -282,18 +282,23 @@ impl ModelBytes {
             KvType::F32 => 4,
             KvType::F16 => 2,
         };
-        // Scratch (xb, q, k, v, att, proj, gate, up) and the hidden state.
-        let widths = [
+        // Scratch (xb, q, k, v, att, proj, gate, up; with experts probs, ids,
+        // weights, experts) and the hidden state.
+        let mut widths = vec![
             hp.n_embd,
             hp.q_width(),
             hp.k_width(),
             hp.v_width(),
             hp.attn_out_width(),
             hp.n_embd,
-            hp.n_ff,
-            hp.n_ff,
+            hp.ffn_width(),
+            hp.ffn_width(),
             hp.n_embd,
         ];
+        if let Some(m) = hp.moe {
+            // probs, ids, weights, experts
+            widths.extend([m.n_expert, m.n_used, m.n_used, m.n_used * hp.n_embd]);
+        }
         ModelBytes {
             embed,
             head,

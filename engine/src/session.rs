@@ -145,7 +145,7 @@ impl Session {
         let (n_ctx, n_batch) = cfg.shape(&hp)?;
 
         let (global, layers) = upload(&model, &mut devices)?;
-        let weights = ArchWeights::new(model.arch(), &global, &layers);
+        let weights = ArchWeights::new(&model, &global, &layers);
 
         devices.alloc_hidden(n_batch, hp.n_embd)?;
         let mut scratch = vec![None; devices.n_devices()];

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::dot::Kernels;
 use super::kv::KvStore;
 use super::parallel::for_chunks;
-use super::{attention, elementwise, norm, rope};
+use super::{attention, elementwise, moe, norm, rope};
 use super::{embedding_row, matmul, matvec, CpuError, Threads, WeightView};
 use crate::ops::{
     Act, AttnParams, BackendError, GluKind, Kv, KvType, Ops, RopeParams, Weight, WeightSource,
@@ -285,5 +285,63 @@ impl Ops for CpuBackend {
         } else {
             self.with_out("copy", dst, &[src], |b, o| o.copy_from_slice(b.view(src)));
         }
+    }
+
+    fn softmax(&mut self, x: Act) {
+        self.with_out("softmax", x, &[], |_, o| moe::softmax(o, x.width()));
+    }
+
+    fn top_k(&mut self, probs: Act, ids: Act, weights: Act) {
+        assert!(
+            ids.width() == weights.width() && ids.rows() == weights.rows(),
+            "top_k: {ids:?} and {weights:?}"
+        );
+        assert_ne!(ids.id(), weights.id(), "top_k: ids and weights share a buffer");
+        let id = ids.id() as usize;
+        let mut ibuf = std::mem::take(&mut self.acts[id]);
+        self.with_out("top_k", weights, &[probs], |b, o| {
+            moe::top_k(
+                b.view(probs),
+                probs.width(),
+                &mut ibuf[ids.elems()],
+                o,
+                ids.width(),
+            )
+        });
+        self.acts[id] = ibuf;
+    }
+
+    fn normalize_rows(&mut self, x: Act) {
+        self.with_out("normalize_rows", x, &[], |_, o| {
+            moe::normalize_rows(o, x.width())
+        });
+    }
+
+    fn matmul_id(&mut self, w: Weight, n_expert: usize, ids: Act, x: Act, out: Act) {
+        self.with_out("matmul_id", out, &[ids, x], |b, o| {
+            let src = &b.weight(w).src;
+            let r = moe::matmul_id(
+                &b.threads,
+                weight_view(src),
+                n_expert,
+                b.view(ids),
+                ids.width(),
+                b.view(x),
+                o,
+            );
+            r.unwrap_or_else(|e| panic!("matmul_id {src:?}: {e}"));
+        });
+    }
+
+    fn mul_groups(&mut self, x: Act, s: Act) {
+        self.with_out("mul_groups", x, &[s], |b, o| {
+            moe::mul_groups(o, b.view(s), x.rows())
+        });
+    }
+
+    fn sum_groups(&mut self, x: Act, out: Act) {
+        self.with_out("sum_groups", out, &[x], |b, o| {
+            moe::sum_groups(b.view(x), o, out.rows())
+        });
     }
 }

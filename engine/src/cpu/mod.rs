@@ -49,17 +49,21 @@ pub use matmul::{embedding_row, matmul, matvec};
 pub use threads::Threads;
 pub use weight::WeightView;
 
+mod argsort;
 mod attention;
 mod backend;
 mod elementwise;
 mod kv;
+mod moe;
 mod norm;
 mod parallel;
 mod rope;
 
+pub use argsort::argsort_desc;
 pub use attention::attention;
 pub use backend::CpuBackend;
 pub use elementwise::{add, gelu_tanh, glu, mul, scale, silu, softcap};
 pub use kv::KvStore;
+pub use moe::{matmul_id, mul_groups, normalize_rows, softmax, sum_groups, top_k, MIN_ROW_SUM};
 pub use norm::rms_norm;
 pub use rope::rope;

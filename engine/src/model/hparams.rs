@@ -2,7 +2,7 @@
 //! table derived from them (attention kind, RoPE base and scale).
 
 use super::error::ModelError;
-use super::spec::{ArchSpec, AttnScale, EmbedScale, Need, SwaRule};
+use super::spec::{ArchSpec, AttnScale, EmbedScale, MoeRule, Need, SwaRule};
 use crate::fault;
 use crate::gguf::{GgufFile, MetadataError, Value};
 
@@ -32,7 +32,25 @@ pub struct Hparams {
     pub embed_scale: Option<f32>,
     /// `final_logit_softcapping`.
     pub final_softcap: Option<f32>,
+    /// The mixture of experts, when the feed-forward is one.
+    pub moe: Option<MoeParams>,
 }
+
+/// A mixture-of-experts feed-forward's shape and routing rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeParams {
+    /// `expert_count`.
+    pub n_expert: usize,
+    /// `expert_used_count`: experts each token is routed to (top-k).
+    pub n_used: usize,
+    /// Width of one expert's feed-forward.
+    pub n_ff_exp: usize,
+    /// Renormalise the chosen experts' probabilities to sum 1.
+    pub norm_weights: bool,
+}
+
+/// llama.cpp's `LLAMA_MAX_EXPERTS`.
+pub const MAX_EXPERTS: usize = 512;
 
 impl Hparams {
     pub fn q_width(&self) -> usize {
@@ -49,6 +67,12 @@ impl Hparams {
 
     pub fn attn_out_width(&self) -> usize {
         self.n_head * self.head_dim_v
+    }
+
+    /// Width of the feed-forward's gate and up activations: `n_ff`, or with
+    /// experts `n_used · n_ff_exp` (every chosen expert's, side by side).
+    pub fn ffn_width(&self) -> usize {
+        self.moe.map_or(self.n_ff, |m| m.n_used * m.n_ff_exp)
     }
 }
 
@@ -237,6 +261,8 @@ pub fn read(gguf: &GgufFile, spec: &ArchSpec) -> Result<(Hparams, Vec<LayerDesc>
         false => None,
     };
 
+    let moe = moe_params(&m, n_ff)?;
+
     let hp = Hparams {
         n_layer,
         n_embd,
@@ -254,9 +280,66 @@ pub fn read(gguf: &GgufFile, spec: &ArchSpec) -> Result<(Hparams, Vec<LayerDesc>
         attn_scale,
         embed_scale,
         final_softcap,
+        moe,
     };
     let layers = layer_table(&m, &hp)?;
     Ok((hp, layers))
+}
+
+/// The experts, as the architecture's [`MoeRule`] and the file say.
+fn moe_params(m: &Meta<'_>, n_ff: usize) -> Result<Option<MoeParams>, ModelError> {
+    let (norm_weights, always) = match m.spec.moe {
+        MoeRule::None => return Ok(None),
+        MoeRule::WhenExpertCount { norm_weights } => (norm_weights, false),
+        MoeRule::Always { norm_weights } => (norm_weights, true),
+    };
+    let n_expert = match always {
+        true => m.count("expert_count")?,
+        false => match m
+            .gguf
+            .get_u32_opt(&m.key("expert_count"))
+            .map_err(|e| m.err(e))?
+        {
+            None | Some(0) => return Ok(None),
+            Some(n) => n as usize,
+        },
+    };
+    if n_expert > MAX_EXPERTS {
+        return Err(m.bad(
+            "expert_count",
+            n_expert,
+            format!("at most {MAX_EXPERTS} experts"),
+        ));
+    }
+    let n_used = m.count("expert_used_count")?;
+    if n_used > n_expert {
+        return Err(m.bad(
+            "expert_used_count",
+            n_used,
+            format!("more than expert_count ({n_expert})"),
+        ));
+    }
+    let n_ff_exp = match always {
+        // llama.cpp qwen3moe: expert_feed_forward_length, else n_ff / n_used.
+        true => match m.count_or("expert_feed_forward_length", 0)? {
+            0 => n_ff / n_used,
+            n => n,
+        },
+        false => n_ff,
+    };
+    if n_ff_exp == 0 {
+        return Err(m.bad(
+            "feed_forward_length",
+            n_ff,
+            format!("gives experts of width 0 with {n_used} used"),
+        ));
+    }
+    Ok(Some(MoeParams {
+        n_expert,
+        n_used,
+        n_ff_exp,
+        norm_weights: norm_weights && !fault::active("moe-renorm"),
+    }))
 }
 
 /// RoPE scaling: none, or linear (`freq_scale = 1 / factor`, llama.cpp's

@@ -28,6 +28,8 @@ fn resolve(d: Dim, hp: &Hparams) -> u64 {
         Dim::V => hp.v_width(),
         Dim::AttnOutIn => hp.attn_out_width(),
         Dim::HeadDimK => hp.head_dim_k,
+        Dim::Expert => hp.moe.map_or(0, |m| m.n_expert),
+        Dim::FfExp => hp.moe.map_or(0, |m| m.n_ff_exp),
     }) as u64
 }
 
@@ -76,10 +78,19 @@ pub fn check_tensors(
     let mut find =
         |spec_t: &super::spec::TensorSpec, l: usize| -> Result<Option<TensorInfo>, ModelError> {
             let name = spec_t.name_for(l);
+            let applies = match spec_t.presence {
+                Presence::Dense => hp.moe.is_none(),
+                Presence::Moe => hp.moe.is_some(),
+                Presence::Required | Presence::OrTokenEmbedding => true,
+            };
+            if !applies {
+                // Left unused: a file that has it is refused below.
+                return Ok(None);
+            }
             let Some(info) = gguf.tensor(&name) else {
                 return match spec_t.presence {
-                    Presence::Required => Err(ModelError::MissingTensor { arch, name }),
                     Presence::OrTokenEmbedding => Ok(None),
+                    _ => Err(ModelError::MissingTensor { arch, name }),
                 };
             };
             let expected: Vec<u64> = spec_t.shape.iter().map(|&d| resolve(d, hp)).collect();
@@ -117,8 +128,9 @@ pub fn check_tensors(
     for t in spec.tensors {
         if t.per_layer() {
             for (l, map) in layers.iter_mut().enumerate() {
-                let info = find(t, l)?.expect("per-layer tensors are required");
-                map.insert(t.role, info);
+                if let Some(info) = find(t, l)? {
+                    map.insert(t.role, info);
+                }
             }
         } else {
             match find(t, 0)? {

@@ -22,10 +22,26 @@ pub struct Scratch {
     pub att: Act,
     /// `[n_batch, n_embd]`: attention or FFN output projection.
     pub proj: Act,
-    /// `[n_batch, n_ff]`: FFN gate, then the gated activation.
+    /// `[n_batch, ffn_width]`: FFN gate, then the gated activation (with
+    /// experts: `k` slots of `n_ff_exp`, see [`Hparams::ffn_width`]).
     pub gate: Act,
-    /// `[n_batch, n_ff]`: FFN up projection.
+    /// `[n_batch, ffn_width]`: FFN up projection.
     pub up: Act,
+    /// The routing and expert outputs, for a mixture of experts.
+    pub moe: Option<MoeScratch>,
+}
+
+/// A mixture of experts' buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct MoeScratch {
+    /// `[n_batch, n_expert]`: router logits, then probabilities.
+    pub probs: Act,
+    /// `[n_batch, k]`: chosen experts (as f32).
+    pub ids: Act,
+    /// `[n_batch, k]`: their weights.
+    pub weights: Act,
+    /// `[n_batch, k · n_embd]`: each chosen expert's output.
+    pub experts: Act,
 }
 
 impl Scratch {
@@ -37,6 +53,15 @@ impl Scratch {
         n_batch: usize,
     ) -> Result<Scratch, BackendError> {
         let mut a = |w: usize| devices.alloc(dev, n_batch, w);
+        let moe = match hp.moe {
+            None => None,
+            Some(m) => Some(MoeScratch {
+                probs: a(m.n_expert)?,
+                ids: a(m.n_used)?,
+                weights: a(m.n_used)?,
+                experts: a(m.n_used * hp.n_embd)?,
+            }),
+        };
         Ok(Scratch {
             xb: a(hp.n_embd)?,
             q: a(hp.q_width())?,
@@ -44,8 +69,9 @@ impl Scratch {
             v: a(hp.v_width())?,
             att: a(hp.attn_out_width())?,
             proj: a(hp.n_embd)?,
-            gate: a(hp.n_ff)?,
-            up: a(hp.n_ff)?,
+            gate: a(hp.ffn_width())?,
+            up: a(hp.ffn_width())?,
+            moe,
         })
     }
 
@@ -60,6 +86,12 @@ impl Scratch {
             proj: self.proj.first(n),
             gate: self.gate.first(n),
             up: self.up.first(n),
+            moe: self.moe.map(|m| MoeScratch {
+                probs: m.probs.first(n),
+                ids: m.ids.first(n),
+                weights: m.weights.first(n),
+                experts: m.experts.first(n),
+            }),
         }
     }
 }

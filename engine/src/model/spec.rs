@@ -16,6 +16,8 @@ use crate::ops::{GluKind, RopeStyle};
 pub enum Arch {
     Llama,
     Gemma3,
+    Qwen3,
+    Qwen3Moe,
 }
 
 /// Whether a metadata key must be present.
@@ -52,6 +54,13 @@ pub enum Role {
     FfnUp,
     FfnDown,
     FfnPostNorm,
+    /// MoE router `[n_embd, n_expert]`.
+    FfnGateInp,
+    /// Stacked expert matrices `[n_embd, n_ff_exp, n_expert]`.
+    FfnGateExps,
+    FfnUpExps,
+    /// `[n_ff_exp, n_embd, n_expert]`.
+    FfnDownExps,
 }
 
 impl fmt::Display for Role {
@@ -79,6 +88,10 @@ pub enum Dim {
     AttnOutIn,
     /// `head_dim_k` (per-head QK-norm weights).
     HeadDimK,
+    /// `expert_count`.
+    Expert,
+    /// An expert's FFN width (see [`MoeRule`]).
+    FfExp,
 }
 
 /// How a tensor may be absent.
@@ -88,6 +101,10 @@ pub enum Presence {
     /// Absent: the output head reuses `token_embd.weight` (tied embeddings),
     /// as llama.cpp does when `output.weight` is missing.
     OrTokenEmbedding,
+    /// Required when the feed-forward is dense (no experts), else refused.
+    Dense,
+    /// Required when the feed-forward is a mixture of experts, else refused.
+    Moe,
 }
 
 /// A tensor the architecture reads. `name` holds `{layer}` for per-layer
@@ -152,6 +169,23 @@ pub enum SwaRule {
     Pattern { default_period: u32 },
 }
 
+/// Whether and how an architecture's feed-forward is a mixture of experts
+/// (llama.cpp `build_moe_ffn` with softmax gating: router logits, softmax,
+/// top `expert_used_count` by probability, the chosen probabilities as
+/// weights, renormalised to sum 1 when `norm_weights`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeRule {
+    /// Always dense.
+    None,
+    /// Experts when `expert_count` > 0 (Mixtral-style llama): each expert
+    /// is `feed_forward_length` wide.
+    WhenExpertCount { norm_weights: bool },
+    /// Always experts (`expert_count` and `expert_used_count` required):
+    /// each is `expert_feed_forward_length` wide, default
+    /// `feed_forward_length / expert_used_count` (qwen3moe).
+    Always { norm_weights: bool },
+}
+
 /// One architecture's table (copied into each [`super::Model`], where
 /// [`super::ModelOptions::spec_edit`] may change the copy).
 #[derive(Clone, Debug)]
@@ -172,6 +206,7 @@ pub struct ArchSpec {
     /// RMS-norm of the attention and FFN outputs before their residual adds.
     pub post_norms: bool,
     pub swa: SwaRule,
+    pub moe: MoeRule,
 }
 
 const fn req(suffix: &'static str) -> Key {
@@ -230,7 +265,25 @@ const GLOBAL_TENSORS: [TensorSpec; 3] = [
     },
 ];
 
-/// The pre-norm block both architectures share.
+const fn dense(role: Role, name: &'static str, shape: &'static [Dim]) -> TensorSpec {
+    TensorSpec {
+        role,
+        name,
+        shape,
+        presence: Presence::Dense,
+    }
+}
+
+const fn moe(role: Role, name: &'static str, shape: &'static [Dim]) -> TensorSpec {
+    TensorSpec {
+        role,
+        name,
+        shape,
+        presence: Presence::Moe,
+    }
+}
+
+/// The pre-norm block every architecture shares.
 const BLOCK_TENSORS: [TensorSpec; 9] = [
     t(Role::AttnNorm, "blk.{layer}.attn_norm.weight", &[Dim::Embd]),
     t(
@@ -254,17 +307,17 @@ const BLOCK_TENSORS: [TensorSpec; 9] = [
         &[Dim::AttnOutIn, Dim::Embd],
     ),
     t(Role::FfnNorm, "blk.{layer}.ffn_norm.weight", &[Dim::Embd]),
-    t(
+    dense(
         Role::FfnGate,
         "blk.{layer}.ffn_gate.weight",
         &[Dim::Embd, Dim::Ff],
     ),
-    t(
+    dense(
         Role::FfnUp,
         "blk.{layer}.ffn_up.weight",
         &[Dim::Embd, Dim::Ff],
     ),
-    t(
+    dense(
         Role::FfnDown,
         "blk.{layer}.ffn_down.weight",
         &[Dim::Ff, Dim::Embd],
@@ -289,7 +342,55 @@ const fn concat<const A: usize, const B: usize, const N: usize>(
     out
 }
 
-const LLAMA_TENSORS: [TensorSpec; 12] = concat(GLOBAL_TENSORS, BLOCK_TENSORS);
+/// The experts of a mixture-of-experts feed-forward (llama.cpp names;
+/// the router is `ffn_gate_inp`).
+const MOE_TENSORS: [TensorSpec; 4] = [
+    moe(
+        Role::FfnGateInp,
+        "blk.{layer}.ffn_gate_inp.weight",
+        &[Dim::Embd, Dim::Expert],
+    ),
+    moe(
+        Role::FfnGateExps,
+        "blk.{layer}.ffn_gate_exps.weight",
+        &[Dim::Embd, Dim::FfExp, Dim::Expert],
+    ),
+    moe(
+        Role::FfnUpExps,
+        "blk.{layer}.ffn_up_exps.weight",
+        &[Dim::Embd, Dim::FfExp, Dim::Expert],
+    ),
+    moe(
+        Role::FfnDownExps,
+        "blk.{layer}.ffn_down_exps.weight",
+        &[Dim::FfExp, Dim::Embd, Dim::Expert],
+    ),
+];
+
+const fn concat_keys<const A: usize, const B: usize, const N: usize>(
+    a: [Key; A],
+    b: [Key; B],
+) -> [Key; N] {
+    assert!(A + B == N);
+    let mut out = [req(""); N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+const DENSE_TENSORS: [TensorSpec; 12] = concat(GLOBAL_TENSORS, BLOCK_TENSORS);
+const LLAMA_TENSORS: [TensorSpec; 16] = concat(DENSE_TENSORS, MOE_TENSORS);
+const LLAMA_KEYS: [Key; 16] = concat_keys(
+    COMMON_KEYS,
+    [opt("expert_count"), opt("expert_used_count")],
+);
 
 /// Llama (and SmolLM2): pre-norm blocks, SwiGLU, NORM RoPE.
 ///
@@ -299,13 +400,17 @@ const LLAMA_TENSORS: [TensorSpec; 12] = concat(GLOBAL_TENSORS, BLOCK_TENSORS);
 /// pairs on the stored weights give the same result. llama.cpp also
 /// requires `rope.dimension_count == head_dim` for llama.
 ///
+/// With `expert_count` > 0 the feed-forward is Mixtral's mixture of
+/// experts (llama.cpp's llama graph: softmax gating, renormalised top-k
+/// weights, experts `feed_forward_length` wide).
+///
 /// Optional llama.cpp extras (`rope_freqs.weight` for Llama 3.1 scaling,
-/// biases, MoE experts) are not in this table: a file holding them is
+/// biases, shared experts) are not in this table: a file holding them is
 /// refused by name instead of being run wrongly.
 pub static LLAMA: ArchSpec = ArchSpec {
     arch: Arch::Llama,
     name: "llama",
-    keys: &COMMON_KEYS,
+    keys: &LLAMA_KEYS,
     tensors: &LLAMA_TENSORS,
     rope: RopeStyle::Norm,
     ffn: GluKind::SwiGlu,
@@ -314,9 +419,11 @@ pub static LLAMA: ArchSpec = ArchSpec {
     qk_norm: false,
     post_norms: false,
     swa: SwaRule::None,
+    moe: MoeRule::WhenExpertCount { norm_weights: true },
 };
 
-const GEMMA3_EXTRA_TENSORS: [TensorSpec; 4] = [
+/// Per-head RMS norms of Q and K before RoPE.
+const QK_NORM_TENSORS: [TensorSpec; 2] = [
     t(
         Role::AttnQNorm,
         "blk.{layer}.attn_q_norm.weight",
@@ -327,6 +434,9 @@ const GEMMA3_EXTRA_TENSORS: [TensorSpec; 4] = [
         "blk.{layer}.attn_k_norm.weight",
         &[Dim::HeadDimK],
     ),
+];
+
+const GEMMA3_POST_NORM_TENSORS: [TensorSpec; 2] = [
     t(
         Role::AttnPostNorm,
         "blk.{layer}.post_attention_norm.weight",
@@ -339,7 +449,8 @@ const GEMMA3_EXTRA_TENSORS: [TensorSpec; 4] = [
     ),
 ];
 
-const GEMMA3_TENSORS: [TensorSpec; 16] = concat(LLAMA_TENSORS, GEMMA3_EXTRA_TENSORS);
+const QK_NORMED_TENSORS: [TensorSpec; 14] = concat(DENSE_TENSORS, QK_NORM_TENSORS);
+const GEMMA3_TENSORS: [TensorSpec; 16] = concat(QK_NORMED_TENSORS, GEMMA3_POST_NORM_TENSORS);
 
 const GEMMA3_KEYS: [Key; 18] = {
     let extra = [
@@ -385,12 +496,58 @@ pub static GEMMA3: ArchSpec = ArchSpec {
     qk_norm: true,
     post_norms: true,
     swa: SwaRule::Pattern { default_period: 6 },
+    moe: MoeRule::None,
 };
 
-/// Every supported architecture. Next in line: qwen3 (llama's table plus
-/// `attn_q_norm`/`attn_k_norm`, NEOX RoPE, `Qcur_normed`/`Kcur_normed` taps)
-/// and qwen3moe (the same attention, MoE feed-forward).
-pub static ARCHS: [&ArchSpec; 2] = [&LLAMA, &GEMMA3];
+/// Qwen 3 (dense): llama's block with per-head RMS QK-norm before NEOX
+/// RoPE (llama.cpp src/models/qwen3.cpp: `Qcur_normed`, `Kcur_normed`),
+/// attention scale `1 / sqrt(head_dim)`, SwiGLU, a separate head when the
+/// file has `output.weight`.
+pub static QWEN3: ArchSpec = ArchSpec {
+    arch: Arch::Qwen3,
+    name: "qwen3",
+    keys: &COMMON_KEYS,
+    tensors: &QK_NORMED_TENSORS,
+    rope: RopeStyle::Neox,
+    ffn: GluKind::SwiGlu,
+    embed_scale: EmbedScale::None,
+    attn_scale: AttnScale::InvSqrtHeadDim,
+    qk_norm: true,
+    post_norms: false,
+    swa: SwaRule::None,
+    moe: MoeRule::None,
+};
+
+const QWEN3MOE_TENSORS: [TensorSpec; 18] = concat(QK_NORMED_TENSORS, MOE_TENSORS);
+const QWEN3MOE_KEYS: [Key; 17] = concat_keys(
+    COMMON_KEYS,
+    [
+        req("expert_count"),
+        req("expert_used_count"),
+        opt("expert_feed_forward_length"),
+    ],
+);
+
+/// Qwen 3 MoE: Qwen 3's attention, and a mixture of experts in place of the
+/// dense feed-forward (llama.cpp src/models/qwen3moe.cpp: softmax gating,
+/// top `expert_used_count`, weights always renormalised).
+pub static QWEN3MOE: ArchSpec = ArchSpec {
+    arch: Arch::Qwen3Moe,
+    name: "qwen3moe",
+    keys: &QWEN3MOE_KEYS,
+    tensors: &QWEN3MOE_TENSORS,
+    rope: RopeStyle::Neox,
+    ffn: GluKind::SwiGlu,
+    embed_scale: EmbedScale::None,
+    attn_scale: AttnScale::InvSqrtHeadDim,
+    qk_norm: true,
+    post_norms: false,
+    swa: SwaRule::None,
+    moe: MoeRule::Always { norm_weights: true },
+};
+
+/// Every supported architecture.
+pub static ARCHS: [&ArchSpec; 4] = [&LLAMA, &GEMMA3, &QWEN3, &QWEN3MOE];
 
 /// The table for `general.architecture` = `name`.
 pub fn lookup(name: &str) -> Option<&'static ArchSpec> {
@@ -430,6 +587,12 @@ mod tests {
         }
         assert_eq!(LLAMA.rope, RopeStyle::Norm);
         assert_eq!(GEMMA3.rope, RopeStyle::Neox);
-        assert!(lookup("qwen3").is_none());
+        assert_eq!(QWEN3.rope, RopeStyle::Neox);
+        assert_eq!(QWEN3MOE.rope, RopeStyle::Neox);
+        for spec in ARCHS {
+            let has_moe = spec.tensors.iter().any(|t| t.presence == Presence::Moe);
+            assert_eq!(has_moe, spec.moe != MoeRule::None, "{}", spec.name);
+        }
+        assert!(lookup("qwen2").is_none());
     }
 }

@@ -1,5 +1,6 @@
-//! Llama (SmolLM2): pre-norm blocks, NORM RoPE, SwiGLU, tied or separate
-//! head. llama.cpp: src/models/llama.cpp.
+//! Llama (SmolLM2; Mixtral-style with experts): pre-norm blocks, NORM
+//! RoPE, SwiGLU or a mixture of experts, tied or separate head. llama.cpp:
+//! src/models/llama.cpp.
 //!
 //! Per layer, with `x` the residual stream:
 //! ```text
@@ -7,36 +8,23 @@
 //! q, k, v = xb·Wqᵀ, xb·Wkᵀ, xb·Wvᵀ;  q, k = rope(q), rope(k)
 //! x += attention(q, k, v)·Woᵀ
 //! xb = rms_norm(x) · ffn_norm
-//! x += (silu(xb·Wgateᵀ) ⊙ xb·Wupᵀ)·Wdownᵀ
+//! x += (silu(xb·Wgateᵀ) ⊙ xb·Wupᵀ)·Wdownᵀ      (or moe(xb))
 //! ```
 //! then `logits = (rms_norm(x) · output_norm)·Woutᵀ`.
 
-use super::{attn_params, rope_params};
+use super::attn::{self, AttnWeights};
+use super::ffn::{self, Ffn};
 use crate::model::spec::Role;
 use crate::model::{head, HeadOut, Model, RoleMap, Step};
 use crate::ops::{BackendError, Kv, Weight};
 use crate::placement::Stage;
 
-/// One block's weights (shapes in ggml order `[n_in, n_out]`).
+/// One block's weights.
 pub struct Layer {
-    /// `[n_embd]`
-    attn_norm: Weight,
-    /// `[n_embd, n_head · head_dim]`
-    wq: Weight,
-    /// `[n_embd, n_kv_head · head_dim]`
-    wk: Weight,
-    /// `[n_embd, n_kv_head · head_dim]`
-    wv: Weight,
-    /// `[n_head · head_dim, n_embd]`
-    wo: Weight,
+    attn: AttnWeights,
     /// `[n_embd]`
     ffn_norm: Weight,
-    /// `[n_embd, n_ff]`
-    ffn_gate: Weight,
-    /// `[n_embd, n_ff]`
-    ffn_up: Weight,
-    /// `[n_ff, n_embd]`
-    ffn_down: Weight,
+    ffn: Ffn,
 }
 
 pub struct Weights {
@@ -50,7 +38,7 @@ pub struct Weights {
 }
 
 impl Weights {
-    pub fn new(global: &RoleMap<Weight>, layers: &[RoleMap<Weight>]) -> Weights {
+    pub fn new(m: &Model, global: &RoleMap<Weight>, layers: &[RoleMap<Weight>]) -> Weights {
         Weights {
             tok_embd: global.get(Role::TokEmbd),
             output_norm: global.get(Role::OutputNorm),
@@ -58,15 +46,9 @@ impl Weights {
             layers: layers
                 .iter()
                 .map(|t| Layer {
-                    attn_norm: t.get(Role::AttnNorm),
-                    wq: t.get(Role::AttnQ),
-                    wk: t.get(Role::AttnK),
-                    wv: t.get(Role::AttnV),
-                    wo: t.get(Role::AttnOut),
+                    attn: AttnWeights::new(t, m.spec().qk_norm),
                     ffn_norm: t.get(Role::FfnNorm),
-                    ffn_gate: t.get(Role::FfnGate),
-                    ffn_up: t.get(Role::FfnUp),
-                    ffn_down: t.get(Role::FfnDown),
+                    ffn: Ffn::new(t, m.hparams().moe),
                 })
                 .collect(),
         }
@@ -94,40 +76,18 @@ pub fn forward(
         let stage = Stage::Layer(l);
         x = step.handoff(x, stage)?;
         // xb [n, n_embd], q [n, n_head·hd], k/v [n, n_kv_head·hd], att [n, n_head·hd],
-        // proj [n, n_embd], gate/up [n, n_ff]
+        // proj [n, n_embd], gate/up [n, ffn_width]
         let s = step.scratch(stage, n);
         let mut cx = step.at(stage);
 
-        // Self-attention.
-        cx.rms_norm(x, Some(lw.attn_norm), eps, d, s.xb);
-        cx.tap("attn_norm", s.xb)?;
-        cx.matmul(lw.wq, s.xb, s.q);
-        cx.matmul(lw.wk, s.xb, s.k);
-        cx.matmul(lw.wv, s.xb, s.v);
-        let rope = rope_params(m.spec(), hp, ld);
-        cx.rope(s.q, &rope, pos0);
-        cx.rope(s.k, &rope, pos0);
-        cx.tap("Qcur", s.q)?;
-        cx.tap("Kcur", s.k)?;
-        cx.tap("Vcur", s.v)?;
-        cx.attention(kv[l], s.q, s.k, s.v, s.att, pos0, &attn_params(hp, ld));
-        cx.tap("kqv_out", s.att)?;
-        cx.matmul(lw.wo, s.att, s.proj);
+        attn::run(&mut cx, m, ld, &lw.attn, x, &s, kv[l], pos0)?;
         cx.tap("attn_out", s.proj)?;
         cx.add(x, s.proj);
         cx.tap("ffn_inp", x)?;
 
-        // Feed-forward.
         cx.rms_norm(x, Some(lw.ffn_norm), eps, d, s.xb);
         cx.tap("ffn_norm", s.xb)?;
-        cx.matmul(lw.ffn_up, s.xb, s.up);
-        cx.tap("ffn_up", s.up)?;
-        cx.matmul(lw.ffn_gate, s.xb, s.gate);
-        cx.tap("ffn_gate", s.gate)?;
-        cx.glu(m.spec().ffn, s.gate, s.up);
-        cx.tap("ffn_swiglu", s.gate)?;
-        cx.matmul(lw.ffn_down, s.gate, s.proj);
-        cx.tap("ffn_out", s.proj)?;
+        ffn::run(&mut cx, &lw.ffn, m.spec().ffn, s.xb, &s, s.proj)?;
         cx.add(x, s.proj);
         cx.tap("l_out", x)?;
     }

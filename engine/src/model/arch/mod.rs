@@ -1,7 +1,10 @@
 //! One forward pass per architecture, over [`crate::ops::Ops`].
 
+mod attn;
+mod ffn;
 pub mod gemma3;
 pub mod llama;
+pub mod qwen3;
 
 use super::hparams::{Hparams, LayerDesc};
 use super::spec::{Arch, ArchSpec};
@@ -15,15 +18,19 @@ use crate::ops::{AttnParams, BackendError, Kv, RopeParams, RopeStyle, Weight};
 pub enum ArchWeights {
     Llama(llama::Weights),
     Gemma3(gemma3::Weights),
+    Qwen3(qwen3::Weights),
 }
 
 impl ArchWeights {
     /// `global`: token_embd (on the embedding's device), output_norm and
     /// output (on the head's); `layers[l]`: layer `l`'s, on its device.
-    pub fn new(arch: Arch, global: &RoleMap<Weight>, layers: &[RoleMap<Weight>]) -> ArchWeights {
-        match arch {
-            Arch::Llama => ArchWeights::Llama(llama::Weights::new(global, layers)),
+    pub fn new(m: &Model, global: &RoleMap<Weight>, layers: &[RoleMap<Weight>]) -> ArchWeights {
+        match m.arch() {
+            Arch::Llama => ArchWeights::Llama(llama::Weights::new(m, global, layers)),
             Arch::Gemma3 => ArchWeights::Gemma3(gemma3::Weights::new(global, layers)),
+            Arch::Qwen3 | Arch::Qwen3Moe => {
+                ArchWeights::Qwen3(qwen3::Weights::new(m, global, layers))
+            }
         }
     }
 
@@ -41,6 +48,7 @@ impl ArchWeights {
         match self {
             ArchWeights::Llama(w) => llama::forward(m, w, step, kv, tokens, pos0, out),
             ArchWeights::Gemma3(w) => gemma3::forward(m, w, step, kv, tokens, pos0, out),
+            ArchWeights::Qwen3(w) => qwen3::forward(m, w, step, kv, tokens, pos0, out),
         }
     }
 }

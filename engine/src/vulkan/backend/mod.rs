@@ -669,4 +669,28 @@ impl Ops for VulkanBackend {
             s.bytes.end - s.bytes.start,
         );
     }
+
+    fn softmax(&mut self, _x: Act) {
+        unimplemented!("softmax on the GPU (in progress)")
+    }
+
+    fn top_k(&mut self, _probs: Act, _ids: Act, _weights: Act) {
+        unimplemented!("top_k on the GPU (in progress)")
+    }
+
+    fn normalize_rows(&mut self, _x: Act) {
+        unimplemented!("normalize_rows on the GPU (in progress)")
+    }
+
+    fn matmul_id(&mut self, _w: Weight, _n_expert: usize, _ids: Act, _x: Act, _out: Act) {
+        unimplemented!("matmul_id on the GPU (in progress)")
+    }
+
+    fn mul_groups(&mut self, _x: Act, _s: Act) {
+        unimplemented!("mul_groups on the GPU (in progress)")
+    }
+
+    fn sum_groups(&mut self, _x: Act, _out: Act) {
+        unimplemented!("sum_groups on the GPU (in progress)")
+    }
 }
