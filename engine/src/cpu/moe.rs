@@ -182,7 +182,9 @@ mod tests {
         assert_eq!(ids, [1.0, 3.0, 0.0, 1.0]);
         assert_eq!(w, [0.4, 0.3, 0.25, 0.25]);
         normalize_rows(&mut w, 2);
-        assert_eq!(w, [0.4 / 0.7f32, 0.3 / 0.7f32, 0.5, 0.5]);
+        // The sum is taken in f64 and rounded once: not 0.4f32 + 0.3f32.
+        let sum = (f64::from(0.4f32) + f64::from(0.3f32)) as f32;
+        assert_eq!(w, [0.4 / sum, 0.3 / sum, 0.5, 0.5]);
         let mut tiny = [0.0, 0.0];
         normalize_rows(&mut tiny, 2);
         assert_eq!(tiny, [0.0, 0.0]);
