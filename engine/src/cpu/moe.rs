@@ -63,7 +63,11 @@ pub fn normalize_rows(x: &mut [f32], width: usize) {
 pub fn mul_groups(x: &mut [f32], s: &[f32], rows: usize) {
     let g = s.len() / rows.max(1);
     let n = x.len() / (rows * g).max(1);
-    assert_eq!(x.len(), rows * g * n, "mul_groups: {rows} rows of {g} groups");
+    assert_eq!(
+        x.len(),
+        rows * g * n,
+        "mul_groups: {rows} rows of {g} groups"
+    );
     for (xg, &f) in x.chunks_exact_mut(n.max(1)).zip(s) {
         for v in xg {
             *v *= f;
