@@ -12,10 +12,10 @@
 //! Activations and KV caches carry a sentinel tail ([`SENTINEL_BYTES`] of a
 //! fixed pattern) that no op may touch ([`VulkanBackend::check_sentinels`]).
 //! A weight larger than the device's `maxStorageBufferRange` is split into
-//! chunks of whole rows ([`GpuWeight::chunks`]); ops that read weights run
-//! once per chunk. Host data an op needs (token ids, [`Ops::write`]'s values)
-//! is staged: all of it is copied into one device buffer, the inbox, at the
-//! start of the submission.
+//! chunks of whole rows ([`GpuWeight::chunks`]; of whole matrices for
+//! stacked experts); ops that read weights run once per chunk. Host data an
+//! op needs (token ids, [`Ops::write`]'s values) is staged: all of it is
+//! copied into one device buffer, the inbox, at the start of the submission.
 //!
 //! Errors: an op cannot return one, so the first failure while recording
 //! (a pipeline that does not build, say) is kept and returned by the next
@@ -525,6 +525,14 @@ impl Ops for VulkanBackend {
         // A smaller limit set by a test (set_max_chunk_bytes).
         let limit = self.max_chunk_bytes.map_or(limit, |m| m.min(limit));
         let rows_per_chunk = ((limit / row_bytes.max(1) as u64) as usize).max(1);
+        // Stacked matrices (experts) are not split across chunks when one
+        // fits: matmul_id reads each expert from one chunk.
+        let per_matrix = w.n_out() / w.matrices();
+        let rows_per_chunk = if w.matrices() > 1 && rows_per_chunk >= per_matrix {
+            rows_per_chunk / per_matrix * per_matrix
+        } else {
+            rows_per_chunk
+        };
         let mut chunks = Vec::new();
         let mut row0 = 0;
         while row0 < w.n_out() {
