@@ -25,6 +25,8 @@ pub mod hazard;
 mod op_attention;
 mod op_elementwise;
 mod op_matmul;
+mod op_matmul_id;
+mod op_moe;
 mod recorder;
 
 use std::ops::Range;
@@ -678,27 +680,27 @@ impl Ops for VulkanBackend {
         );
     }
 
-    fn softmax(&mut self, _x: Act) {
-        unimplemented!("softmax on the GPU (in progress)")
+    fn softmax(&mut self, x: Act) {
+        op_moe::softmax(self, x)
     }
 
-    fn top_k(&mut self, _probs: Act, _ids: Act, _weights: Act) {
-        unimplemented!("top_k on the GPU (in progress)")
+    fn top_k(&mut self, probs: Act, ids: Act, weights: Act) {
+        op_moe::top_k(self, probs, ids, weights)
     }
 
-    fn normalize_rows(&mut self, _x: Act) {
-        unimplemented!("normalize_rows on the GPU (in progress)")
+    fn normalize_rows(&mut self, x: Act) {
+        op_moe::normalize_rows(self, x)
     }
 
-    fn matmul_id(&mut self, _w: Weight, _n_expert: usize, _ids: Act, _x: Act, _out: Act) {
-        unimplemented!("matmul_id on the GPU (in progress)")
+    fn matmul_id(&mut self, w: Weight, n_expert: usize, ids: Act, x: Act, out: Act) {
+        op_matmul_id::matmul_id(self, w, n_expert, ids, x, out)
     }
 
-    fn mul_groups(&mut self, _x: Act, _s: Act) {
-        unimplemented!("mul_groups on the GPU (in progress)")
+    fn mul_groups(&mut self, x: Act, s: Act) {
+        op_moe::mul_groups(self, x, s)
     }
 
-    fn sum_groups(&mut self, _x: Act, _out: Act) {
-        unimplemented!("sum_groups on the GPU (in progress)")
+    fn sum_groups(&mut self, x: Act, out: Act) {
+        op_moe::sum_groups(self, x, out)
     }
 }
