@@ -330,6 +330,399 @@ const VARIANTS: &[Variant] = &[
         source: "matmul_cpu.comp",
         defines: &[("WEIGHT_Q6_K", "1"), ("TOKENS", "4"), ("ROWS", "8")],
     },
+    // The same products routed by expert ids (ggml mul_mat_id; MATMUL_ID in
+    // matvec.comp, matmul.comp and matmul_cpu.comp), with the same ROWS and
+    // TOKENS as the plain ones.
+    Variant {
+        name: "matvec_id_f32",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_F32", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_f16",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_F16", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_bf16",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_BF16", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q4_0",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q4_0", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q4_1",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q4_1", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q5_0",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q5_0", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q5_1",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q5_1", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q8_0",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q8_0", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q2_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q2_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q3_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q3_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q4_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q4_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q5_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q5_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_id_q6_k",
+        source: "matvec.comp",
+        defines: &[("WEIGHT_Q6_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_f32",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_F32", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_f16",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_F16", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_bf16",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_BF16", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q4_0",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q4_0", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q4_1",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q4_1", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q5_0",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q5_0", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q5_1",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q5_1", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q8_0",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q8_0", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q2_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q2_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q3_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q3_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q4_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q4_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q5_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q5_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matmul_id_q6_k",
+        source: "matmul.comp",
+        defines: &[("WEIGHT_Q6_K", "1"), ("MATMUL_ID", "1")],
+    },
+    Variant {
+        name: "matvec_cpu_id_f32",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_F32", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "2"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_f16",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_F16", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "2"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_bf16",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_BF16", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "2"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q4_0",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q4_0", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q4_1",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q4_1", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q5_0",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q5_0", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q5_1",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q5_1", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q8_0",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q8_0", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q2_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q2_K", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q3_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q3_K", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q4_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q4_K", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q5_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q5_K", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matvec_cpu_id_q6_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q6_K", "1"),
+            ("TOKENS", "1"),
+            ("ROWS", "1"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_f32",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_F32", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_f16",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_F16", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_bf16",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_BF16", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q4_0",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q4_0", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q4_1",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q4_1", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q5_0",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q5_0", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q5_1",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q5_1", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q8_0",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q8_0", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q2_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q2_K", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q3_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q3_K", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q4_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q4_K", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q5_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q5_K", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
+    Variant {
+        name: "matmul_cpu_id_q6_k",
+        source: "matmul_cpu.comp",
+        defines: &[
+            ("WEIGHT_Q6_K", "1"),
+            ("TOKENS", "4"),
+            ("ROWS", "8"),
+            ("MATMUL_ID", "1"),
+        ],
+    },
     Variant {
         name: "get_rows_f32",
         source: "get_rows.comp",

@@ -16,6 +16,13 @@
 // over groups of TOKENS activation rows. A partial group reads the last row
 // (weight or activation) again and writes only its own.
 // Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
+//
+// MATMUL_ID (ggml mul_mat_id; binding 3 = ids; push: WeightPush, IdPush):
+// TOKENS = 1: workgroup z is a (token, slot) pair, its expert read from the
+// ids (decode: all k slots in one dispatch). TOKENS > 1, grouped by expert:
+// z is an expert of the chunk, y a window of TOKENS of the pairs routed to
+// it (each invocation scans the ids for them, in pair order), stepping by
+// the y count until the expert's pairs run out.
 
 #include "weights.glsl"
 #include "index.glsl"
@@ -32,33 +39,29 @@ layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Xt { vec4 X4[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
 
+#ifdef MATMUL_ID
+layout(set = 0, binding = 3, std430) readonly buffer It { float IDS[]; };
+layout(push_constant) uniform Push { WeightPush p; IdPush q; };
+#else
 layout(push_constant) uniform Push { WeightPush p; };
+#endif
 
 #include "blocks.glsl"
 
 // Elements of a float row summed before they join the row's total.
 #define FLOAT_SPAN 32u
 
-void main() {
-#if TOKENS == 1
-    uint row0 = global_index_1d() * ROWS;
-    uint t0 = 0u;
-#else
-    uint row0 = gl_GlobalInvocationID.x * ROWS;
-    uint t0 = gl_WorkGroupID.y * TOKENS;
-#endif
-    if (row0 >= p.rows) {
-        return; // no barrier anywhere: a partial workgroup may leave
-    }
-    // First byte of each weight row, first element of each activation row
-    // (both clamped to the last real one).
+// The product of weight rows row0.. of the matrix at byte wb with n_t
+// activation rows: row t starts at element xo[t] of x (past n_t: the last
+// one again) and its outputs at element oo[t] of out.
+uint xo[TOKENS];
+uint oo[TOKENS];
+
+void product(uint row0, uint wb, uint n_t) {
+    // First byte of each weight row (clamped to the last real one).
     uint rbs[ROWS];
     for (uint r = 0u; r < ROWS; r++) {
-        rbs[r] = min(row0 + r, p.rows - 1u) * p.row_bytes;
-    }
-    uint xo[TOKENS];
-    for (uint t = 0u; t < TOKENS; t++) {
-        xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * p.n_in;
+        rbs[r] = wb + min(row0 + r, p.rows - 1u) * p.row_bytes;
     }
     float acc[ROWS * TOKENS];
     for (uint i = 0u; i < ROWS * TOKENS; i++) {
@@ -167,9 +170,71 @@ void main() {
 #endif
     for (uint t = 0u; t < TOKENS; t++) {
         for (uint r = 0u; r < ROWS; r++) {
-            if (t0 + t < p.n_tok && row0 + r < p.rows) {
-                O[p.out_offset + (t0 + t) * p.n_out + p.col0 + row0 + r] = acc[r * TOKENS + t];
+            if (t < n_t && row0 + r < p.rows) {
+                O[oo[t] + row0 + r] = acc[r * TOKENS + t];
             }
         }
     }
+}
+
+#ifdef MATMUL_ID
+// First element of the input row and of the output row of pair s.
+uint x_row(uint s) {
+    return p.x_offset + (q.x_per_slot != 0u ? s : s / q.k) * p.n_in;
+}
+uint o_row(uint s) {
+    return p.out_offset + s * p.n_out;
+}
+#endif
+
+void main() {
+#if TOKENS == 1
+    uint row0 = global_index_1d() * ROWS;
+#else
+    uint row0 = gl_GlobalInvocationID.x * ROWS;
+#endif
+    if (row0 >= p.rows) {
+        return; // no barrier anywhere: a partial workgroup may leave
+    }
+#if defined(MATMUL_ID) && TOKENS == 1
+    uint s = gl_WorkGroupID.z;
+    float id = IDS[q.ids_offset + s];
+    if (!(id >= float(q.e0) && id < float(q.e0 + q.n_e))) {
+        return;
+    }
+    xo[0] = x_row(s);
+    oo[0] = o_row(s);
+    product(row0, (uint(id) - q.e0) * p.rows * p.row_bytes, 1u);
+#elif defined(MATMUL_ID)
+    float id = float(q.e0 + gl_WorkGroupID.z);
+    uint wb = gl_WorkGroupID.z * p.rows * p.row_bytes;
+    for (uint w = gl_WorkGroupID.y * TOKENS;; w += gl_NumWorkGroups.y * TOKENS) {
+        // The pairs of rank w..w + TOKENS routed to the expert.
+        uint n = 0u;
+        for (uint i = 0u; i < p.n_tok; i++) {
+            if (IDS[q.ids_offset + i] == id) {
+                if (n >= w && n < w + TOKENS) {
+                    xo[n - w] = x_row(i);
+                    oo[n - w] = o_row(i);
+                }
+                n++;
+            }
+        }
+        if (w >= n) {
+            return;
+        }
+        uint n_t = min(TOKENS, n - w);
+        for (uint t = n_t; t < TOKENS; t++) {
+            xo[t] = xo[n_t - 1u];
+        }
+        product(row0, wb, n_t);
+    }
+#else
+    uint t0 = gl_WorkGroupID.y * TOKENS;
+    for (uint t = 0u; t < TOKENS; t++) {
+        xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * p.n_in;
+        oo[t] = p.out_offset + (t0 + t) * p.n_out + p.col0;
+    }
+    product(row0, 0u, min(TOKENS, p.n_tok - t0));
+#endif
 }

@@ -5,6 +5,9 @@
 // invocations read consecutive units: coalesced), each loading the matching
 // activations once for the NR rows, then reduce in shared memory.
 // Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
+// MATMUL_ID (ggml mul_mat_id, decode): workgroup z is a (token, slot) pair,
+// the expert read from binding 3 (ids); the chunk's other experts' pairs
+// leave at once. Push: WeightPush, IdPush.
 
 #include "weights.glsl"
 
@@ -15,7 +18,12 @@ layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
 layout(set = 0, binding = 1, std430) readonly buffer Xt { float X[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
 
+#ifdef MATMUL_ID
+layout(set = 0, binding = 3, std430) readonly buffer It { float IDS[]; };
+layout(push_constant) uniform Push { WeightPush p; IdPush q; };
+#else
 layout(push_constant) uniform Push { WeightPush p; };
+#endif
 
 #include "blocks.glsl"
 
@@ -32,15 +40,29 @@ void main() {
     }
     uint nr = min(NR, p.rows - row0);
     uint tid = gl_LocalInvocationID.x;
+    // Byte offset of the weight matrix, first element of x, of out.
+    uint wb = 0u;
+    uint xo = p.x_offset;
+    uint oo = p.out_offset + p.col0;
+#ifdef MATMUL_ID
+    uint s = gl_WorkGroupID.z;
+    float id = IDS[q.ids_offset + s];
+    if (!(id >= float(q.e0) && id < float(q.e0 + q.n_e))) {
+        return; // uniform over the workgroup
+    }
+    wb = (uint(id) - q.e0) * p.rows * p.row_bytes;
+    xo += (q.x_per_slot != 0u ? s : s / q.k) * p.n_in;
+    oo = p.out_offset + s * p.n_out;
+#endif
     float acc[NR];
     for (uint r = 0u; r < NR; r++) {
         acc[r] = 0.0;
     }
 #ifdef FLOAT_WEIGHTS
     for (uint i = tid; i < p.n_in; i += WG) {
-        float x = X[p.x_offset + i];
+        float x = X[xo + i];
         for (uint r = 0u; r < nr; r++) {
-            acc[r] += weight_elem((row0 + r) * p.row_bytes, i) * x;
+            acc[r] += weight_elem(wb + (row0 + r) * p.row_bytes, i) * x;
         }
     }
 #else
@@ -51,14 +73,14 @@ void main() {
         // The positions of a unit's values do not depend on the row.
         vec4 lo, hi;
         uint elo, ehi;
-        dequant_unit(row0 * p.row_bytes + blk * BLOCK_BYTES, u, lo, hi, elo, ehi);
-        uint xa = p.x_offset + blk * BLOCK_ELEMS + elo;
-        uint xb = p.x_offset + blk * BLOCK_ELEMS + ehi;
+        dequant_unit(wb + row0 * p.row_bytes + blk * BLOCK_BYTES, u, lo, hi, elo, ehi);
+        uint xa = xo + blk * BLOCK_ELEMS + elo;
+        uint xb = xo + blk * BLOCK_ELEMS + ehi;
         vec4 x0 = vec4(X[xa], X[xa + 1u], X[xa + 2u], X[xa + 3u]);
         vec4 x1 = vec4(X[xb], X[xb + 1u], X[xb + 2u], X[xb + 3u]);
         acc[0] += dot(lo, x0) + dot(hi, x1);
         for (uint r = 1u; r < nr; r++) {
-            dequant_unit((row0 + r) * p.row_bytes + blk * BLOCK_BYTES, u, lo, hi, elo, ehi);
+            dequant_unit(wb + (row0 + r) * p.row_bytes + blk * BLOCK_BYTES, u, lo, hi, elo, ehi);
             acc[r] += dot(lo, x0) + dot(hi, x1);
         }
     }
@@ -76,6 +98,6 @@ void main() {
         barrier();
     }
     if (tid < nr) {
-        O[p.out_offset + p.col0 + row0 + tid] = red[tid * WG];
+        O[oo + row0 + tid] = red[tid * WG];
     }
 }

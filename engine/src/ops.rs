@@ -175,6 +175,9 @@ pub struct WeightSource {
     ty: GgmlType,
     /// `[n_in, n_out]`: row length, rows (a vector is `[n, 1]`).
     dims: [usize; 2],
+    /// Matrices stacked in the rows (a 3-D `[n_in, n_out / m, m]` tensor:
+    /// `m`; 1 for a matrix or a vector).
+    matrices: usize,
     bytes: WeightBytes,
 }
 
@@ -197,6 +200,7 @@ impl WeightSource {
             name: t.name.clone(),
             ty: t.ty,
             dims: [t.row_len() as usize, t.n_rows() as usize],
+            matrices: t.dims.iter().skip(2).product::<u64>().max(1) as usize,
             bytes: WeightBytes::Mapped {
                 file: Arc::clone(file),
                 range: start..start + len,
@@ -228,7 +232,26 @@ impl WeightSource {
             name: name.to_string(),
             ty,
             dims: [n_in, n_out],
+            matrices: 1,
             bytes: WeightBytes::Owned(bytes.into()),
+        }
+    }
+
+    /// The same rows as `m` stacked matrices of `n_out / m` rows each (the
+    /// experts of [`Ops::matmul_id`]).
+    ///
+    /// # Panics
+    /// If `m` does not divide the rows.
+    pub fn stacked(self, m: usize) -> WeightSource {
+        assert!(
+            m > 0 && self.n_out().is_multiple_of(m),
+            "{}: {} rows are not {m} matrices",
+            self.name,
+            self.n_out()
+        );
+        WeightSource {
+            matrices: m,
+            ..self
         }
     }
 
@@ -254,6 +277,12 @@ impl WeightSource {
     /// Number of rows (product of the other dimensions).
     pub fn n_out(&self) -> usize {
         self.dims[1]
+    }
+
+    /// Matrices stacked in the rows (1 unless the tensor has more than
+    /// two dimensions, or [`WeightSource::stacked`] said so).
+    pub fn matrices(&self) -> usize {
+        self.matrices
     }
 
     /// Bytes of one row.

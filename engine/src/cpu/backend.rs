@@ -296,7 +296,11 @@ impl Ops for CpuBackend {
             ids.width() == weights.width() && ids.rows() == weights.rows(),
             "top_k: {ids:?} and {weights:?}"
         );
-        assert_ne!(ids.id(), weights.id(), "top_k: ids and weights share a buffer");
+        assert_ne!(
+            ids.id(),
+            weights.id(),
+            "top_k: ids and weights share a buffer"
+        );
         let id = ids.id() as usize;
         let mut ibuf = std::mem::take(&mut self.acts[id]);
         self.with_out("top_k", weights, &[probs], |b, o| {

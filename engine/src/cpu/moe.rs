@@ -46,7 +46,7 @@ pub fn top_k(probs: &[f32], n: usize, ids: &mut [f32], weights: &mut [f32], k: u
 
 /// Smallest divisor [`normalize_rows`] uses (f16's smallest normal, as
 /// llama.cpp clamps the sum).
-pub const MIN_ROW_SUM: f32 = 6.103515625e-5;
+pub const MIN_ROW_SUM: f32 = 1.0 / 16384.0; // 2^-14 = 6.103515625e-5
 
 /// Each `width`-element row divided by `max(its sum, MIN_ROW_SUM)`.
 pub fn normalize_rows(x: &mut [f32], width: usize) {
@@ -63,7 +63,11 @@ pub fn normalize_rows(x: &mut [f32], width: usize) {
 pub fn mul_groups(x: &mut [f32], s: &[f32], rows: usize) {
     let g = s.len() / rows.max(1);
     let n = x.len() / (rows * g).max(1);
-    assert_eq!(x.len(), rows * g * n, "mul_groups: {rows} rows of {g} groups");
+    assert_eq!(
+        x.len(),
+        rows * g * n,
+        "mul_groups: {rows} rows of {g} groups"
+    );
     for (xg, &f) in x.chunks_exact_mut(n.max(1)).zip(s) {
         for v in xg {
             *v *= f;

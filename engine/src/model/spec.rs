@@ -387,10 +387,8 @@ const fn concat_keys<const A: usize, const B: usize, const N: usize>(
 
 const DENSE_TENSORS: [TensorSpec; 12] = concat(GLOBAL_TENSORS, BLOCK_TENSORS);
 const LLAMA_TENSORS: [TensorSpec; 16] = concat(DENSE_TENSORS, MOE_TENSORS);
-const LLAMA_KEYS: [Key; 16] = concat_keys(
-    COMMON_KEYS,
-    [opt("expert_count"), opt("expert_used_count")],
-);
+const LLAMA_KEYS: [Key; 16] =
+    concat_keys(COMMON_KEYS, [opt("expert_count"), opt("expert_used_count")]);
 
 /// Llama (and SmolLM2): pre-norm blocks, SwiGLU, NORM RoPE.
 ///

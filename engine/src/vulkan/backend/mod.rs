@@ -12,10 +12,10 @@
 //! Activations and KV caches carry a sentinel tail ([`SENTINEL_BYTES`] of a
 //! fixed pattern) that no op may touch ([`VulkanBackend::check_sentinels`]).
 //! A weight larger than the device's `maxStorageBufferRange` is split into
-//! chunks of whole rows ([`GpuWeight::chunks`]); ops that read weights run
-//! once per chunk. Host data an op needs (token ids, [`Ops::write`]'s values)
-//! is staged: all of it is copied into one device buffer, the inbox, at the
-//! start of the submission.
+//! chunks of whole rows ([`GpuWeight::chunks`]; of whole matrices for
+//! stacked experts); ops that read weights run once per chunk. Host data an
+//! op needs (token ids, [`Ops::write`]'s values) is staged: all of it is
+//! copied into one device buffer, the inbox, at the start of the submission.
 //!
 //! Errors: an op cannot return one, so the first failure while recording
 //! (a pipeline that does not build, say) is kept and returned by the next
@@ -25,6 +25,8 @@ pub mod hazard;
 mod op_attention;
 mod op_elementwise;
 mod op_matmul;
+mod op_matmul_id;
+mod op_moe;
 mod recorder;
 
 use std::ops::Range;
@@ -525,6 +527,14 @@ impl Ops for VulkanBackend {
         // A smaller limit set by a test (set_max_chunk_bytes).
         let limit = self.max_chunk_bytes.map_or(limit, |m| m.min(limit));
         let rows_per_chunk = ((limit / row_bytes.max(1) as u64) as usize).max(1);
+        // Stacked matrices (experts) are not split across chunks when one
+        // fits: matmul_id reads each expert from one chunk.
+        let per_matrix = w.n_out() / w.matrices();
+        let rows_per_chunk = if w.matrices() > 1 && rows_per_chunk >= per_matrix {
+            rows_per_chunk / per_matrix * per_matrix
+        } else {
+            rows_per_chunk
+        };
         let mut chunks = Vec::new();
         let mut row0 = 0;
         while row0 < w.n_out() {
@@ -670,27 +680,27 @@ impl Ops for VulkanBackend {
         );
     }
 
-    fn softmax(&mut self, _x: Act) {
-        unimplemented!("softmax on the GPU (in progress)")
+    fn softmax(&mut self, x: Act) {
+        op_moe::softmax(self, x)
     }
 
-    fn top_k(&mut self, _probs: Act, _ids: Act, _weights: Act) {
-        unimplemented!("top_k on the GPU (in progress)")
+    fn top_k(&mut self, probs: Act, ids: Act, weights: Act) {
+        op_moe::top_k(self, probs, ids, weights)
     }
 
-    fn normalize_rows(&mut self, _x: Act) {
-        unimplemented!("normalize_rows on the GPU (in progress)")
+    fn normalize_rows(&mut self, x: Act) {
+        op_moe::normalize_rows(self, x)
     }
 
-    fn matmul_id(&mut self, _w: Weight, _n_expert: usize, _ids: Act, _x: Act, _out: Act) {
-        unimplemented!("matmul_id on the GPU (in progress)")
+    fn matmul_id(&mut self, w: Weight, n_expert: usize, ids: Act, x: Act, out: Act) {
+        op_matmul_id::matmul_id(self, w, n_expert, ids, x, out)
     }
 
-    fn mul_groups(&mut self, _x: Act, _s: Act) {
-        unimplemented!("mul_groups on the GPU (in progress)")
+    fn mul_groups(&mut self, x: Act, s: Act) {
+        op_moe::mul_groups(self, x, s)
     }
 
-    fn sum_groups(&mut self, _x: Act, _out: Act) {
-        unimplemented!("sum_groups on the GPU (in progress)")
+    fn sum_groups(&mut self, x: Act, out: Act) {
+        op_moe::sum_groups(self, x, out)
     }
 }

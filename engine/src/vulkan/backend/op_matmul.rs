@@ -214,15 +214,15 @@ pub(super) fn supports(ty: GgmlType) -> bool {
 }
 
 /// Weight rows per `matvec` workgroup (`NR` of `shaders/matvec.comp`).
-const MATVEC_ROWS: usize = 2;
+pub(super) const MATVEC_ROWS: usize = 2;
 
 /// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
 /// of `shaders/matmul.comp`).
-const MATMUL_TILE: (usize, usize) = (32, 32);
+pub(super) const MATMUL_TILE: (usize, usize) = (32, 32);
 
 /// The value of macro `name` in `shader`'s variant (`ROWS`, `TOKENS` of the
 /// `matmul_cpu.comp` variants in engine/build.rs).
-fn define(shader: &Shader, name: &str) -> usize {
+pub(super) fn define(shader: &Shader, name: &str) -> usize {
     shader
         .defines
         .iter()
@@ -231,7 +231,7 @@ fn define(shader: &Shader, name: &str) -> usize {
         .unwrap_or_else(|| panic!("shader {} has no numeric {name}", shader.name))
 }
 
-fn u32_of(v: usize, what: &str) -> u32 {
+pub(super) fn u32_of(v: usize, what: &str) -> u32 {
     u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} exceeds u32"))
 }
 
