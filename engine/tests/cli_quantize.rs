@@ -275,7 +275,7 @@ fn synth_llama_moe_makes_experts_of_a_dense_llama() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let summary = String::from_utf8_lossy(&o.stdout);
         assert!(
-            summary.contains("(seed 5, 4 experts, 2 used, noise 0.02, router scale 1, 22 tensors, experts Q4_K, Q6_K)"),
+            summary.contains("(seed 5, 4 experts, 2 used, noise 0.02, router scale 16, 22 tensors, experts Q4_K, Q6_K)"),
             "{summary}"
         );
     }

@@ -41,7 +41,8 @@ pub struct SynthArgs {
     /// qwen3, qwen3moe: token embedding standard deviation.
     #[arg(long)]
     pub embed_scale: Option<f32>,
-    /// qwen3moe, llama-moe: router (ffn_gate_inp) scale.
+    /// qwen3moe, llama-moe: router (ffn_gate_inp) scale (default 1 for
+    /// qwen3moe, 16 for llama-moe).
     #[arg(long)]
     pub router_scale: Option<f32>,
     /// llama-moe: standard deviation of the relative noise on each expert

@@ -23,7 +23,8 @@
 //!   dequantized to f32, times `1 + noise * z` element by element, `z`
 //!   drawn from that tensor's own stream ([`Xoshiro256StarStar::for_tensor`];
 //!   expert 0's elements first, in memory order). The router is `normal *
-//!   router / sqrt(n_embd)` from its own stream.
+//!   router / sqrt(n_embd)` from its own stream (see [`MoeConfig::new`]
+//!   for the scale).
 //! - The expert matrices get the type llama.cpp's quantization recipe gives
 //!   them for the source's `general.file_type` (SmolLM2 Q4_1: Q4_1, the
 //!   type its dense FFN had), quantized with the reference quantizers: what
@@ -67,20 +68,26 @@ pub struct MoeConfig {
     pub n_expert_used: u32,
     /// Standard deviation of the relative noise on each expert weight.
     pub noise: f32,
-    /// Router scale: its logits have about this standard deviation for a
-    /// normalised hidden state of RMS 1.
+    /// Router scale: the router is `normal * router / sqrt(n_embd)`.
     pub router: f32,
 }
 
 impl MoeConfig {
-    /// 4 experts, 2 used, 2 % noise, router scale 1.
+    /// 4 experts, 2 used, 2 % noise, router scale 16.
+    ///
+    /// The router's input is the FFN norm's output, whose size the source's
+    /// `ffn_norm` weights set: SmolLM2's are small (RMS 0.11 to 0.35), and
+    /// with scale 1 llama.cpp's router logits (`ffn_moe_logits`) had an RMS
+    /// of only 0.05 to 0.3 (0.12 typical): near-uniform routing whose top-2
+    /// choice turns on differences in the third decimal. Scale 16 makes
+    /// them about 2: clear choices, the second expert still weighing in.
     pub fn new(seed: u64) -> MoeConfig {
         MoeConfig {
             seed,
             n_expert: 4,
             n_expert_used: 2,
             noise: 0.02,
-            router: 1.0,
+            router: 16.0,
         }
     }
 
@@ -434,10 +441,10 @@ mod tests {
             experts[..dense.len()],
             experts[dense.len()..2 * dense.len()]
         );
-        // The router: its own stream, normal / sqrt(n_embd).
+        // The router: its own stream, normal * 16 / sqrt(n_embd).
         let r = get("blk.0.ffn_gate_inp.weight");
         assert_eq!((r.ty, &r.dims[..]), (GgmlType::F32, &[32, 4][..]));
-        let spec = TensorSpec::matrix("blk.0.ffn_gate_inp.weight", &[32, 4], 1.0);
+        let spec = TensorSpec::matrix("blk.0.ffn_gate_inp.weight", &[32, 4], 16.0);
         assert_eq!(f32s(&r.data), draw(7, &spec));
         // Another seed, other experts.
         let w2 = upcycle(&src, &MoeConfig::new(8)).unwrap();
