@@ -47,6 +47,8 @@ fn write_small_llama(path: &Path) {
     w.set("general.architecture", Value::String("llama".into()))
         .unwrap();
     w.set("llama.block_count", Value::U32(2)).unwrap();
+    w.set("llama.embedding_length", Value::U32(256)).unwrap();
+    w.set("llama.feed_forward_length", Value::U32(512)).unwrap();
     w.set("llama.attention.head_count", Value::U32(4)).unwrap();
     w.set("llama.attention.head_count_kv", Value::U32(2))
         .unwrap();
@@ -245,5 +247,150 @@ fn synth_needs_a_tokenizer_source() {
         out.to_str().unwrap(),
     ]);
     assert_one_line_error(&o, 2, "unknown architecture \"llama\"");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn synth_llama_moe_makes_experts_of_a_dense_llama() {
+    let dir = temp_dir("moe");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (f32_src, src) = (dir.join("f32.gguf"), dir.join("q4km.gguf"));
+    write_small_llama(&f32_src);
+    let o = sharpi(&["quantize", &s(&f32_src), &s(&src), "--type", "q4_k_m"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, b) = (dir.join("a.gguf"), dir.join("b.gguf"));
+    for (out, threads) in [(&a, "1"), (&b, "2")] {
+        let o = sharpi(&[
+            "synth",
+            "--arch",
+            "llama-moe",
+            "--seed",
+            "5",
+            "--from",
+            &s(&src),
+            &s(out),
+            "--threads",
+            threads,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let summary = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            summary.contains("(seed 5, 4 experts, 2 used, noise 0.02, router scale 16, 22 tensors, experts Q4_K, Q6_K)"),
+            "{summary}"
+        );
+    }
+    let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert!(x == y, "1 and 2 threads gave different files");
+
+    let (f, dense) = (
+        GgufFile::from_bytes(x).unwrap(),
+        GgufFile::open(&src).unwrap(),
+    );
+    assert_eq!(f.get("llama.expert_count"), Some(&Value::U32(4)));
+    assert_eq!(f.get("llama.expert_used_count"), Some(&Value::U32(2)));
+    assert_eq!(f.get("general.file_type"), Some(&Value::U32(15)));
+    assert_eq!(f.metadata().len(), dense.metadata().len() + 2);
+    let t = |n: &str| f.tensor(n).unwrap();
+    use GgmlType::*;
+    // The Q4_K_M recipe with experts: ffn_down by its layer's number (layer 1
+    // of 2 gets more bits), gate and up the default; routers stay F32.
+    assert_eq!(t("blk.0.ffn_down_exps.weight").ty, Q4_K);
+    assert_eq!(t("blk.1.ffn_down_exps.weight").ty, Q6_K);
+    assert_eq!(t("blk.1.ffn_up_exps.weight").dims, [256, 512, 4]);
+    assert_eq!(t("blk.1.ffn_down_exps.weight").dims, [512, 256, 4]);
+    assert_eq!(
+        (
+            t("blk.0.ffn_gate_inp.weight").ty,
+            &t("blk.0.ffn_gate_inp.weight").dims[..]
+        ),
+        (F32, &[256, 4][..])
+    );
+    assert!(f.tensor("blk.0.ffn_up.weight").is_none());
+    // Everything else is the source's, bytes and types.
+    for d in dense
+        .tensors()
+        .iter()
+        .filter(|d| !d.name.contains(".ffn_") || d.name.contains("ffn_norm"))
+    {
+        assert_eq!(
+            (t(&d.name).ty, &t(&d.name).dims),
+            (d.ty, &d.dims),
+            "{}",
+            d.name
+        );
+        assert_eq!(
+            f.tensor_data(t(&d.name)),
+            dense.tensor_data(d),
+            "{}",
+            d.name
+        );
+    }
+
+    // Flags that do not fit the kind: one line, no file.
+    let out = dir.join("c.gguf");
+    let o = sharpi(&["synth", "--arch", "llama-moe", "--seed", "1", &s(&out)]);
+    assert_one_line_error(&o, 1, "--arch llama-moe needs --from MODEL");
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "llama-moe",
+        "--seed",
+        "1",
+        "--from",
+        &s(&src),
+        &s(&out),
+        "--type",
+        "q8_0",
+    ]);
+    assert_one_line_error(&o, 1, "--type does not apply to --arch llama-moe");
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "qwen3",
+        "--seed",
+        "1",
+        "--tokenizer-from",
+        &s(&src),
+        &s(&out),
+        "--expert-noise",
+        "0.1",
+    ]);
+    assert_one_line_error(&o, 1, "--expert-noise does not apply to --arch qwen3");
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "qwen3",
+        "--seed",
+        "1",
+        "--from",
+        &s(&src),
+        &s(&out),
+    ]);
+    assert_one_line_error(&o, 1, "--from does not apply to --arch qwen3");
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "llama-moe",
+        "--seed",
+        "1",
+        "--from",
+        &s(&src),
+        &s(&out),
+        "--expert-noise",
+        "2",
+    ]);
+    assert_one_line_error(&o, 1, "synth settings: expert noise 2 (0 to below 1)");
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "llama-moe",
+        "--seed",
+        "1",
+        "--from",
+        &s(&a),
+        &s(&out),
+    ]);
+    assert_one_line_error(&o, 1, "source model: it already has 4 experts");
+    assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

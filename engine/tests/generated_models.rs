@@ -106,14 +106,20 @@ fn smollm2_q4_k_m_is_reproducible_and_pinned() {
 }
 
 #[test]
-fn manifest_lists_the_three_models_with_sha256s() {
+fn smollm2_moe_is_reproducible_and_pinned() {
+    check("smollm2-moe");
+}
+
+#[test]
+fn manifest_lists_the_four_models_with_sha256s() {
     let ids: Vec<String> = manifest().into_iter().map(|m| m.id).collect();
     assert_eq!(
         ids,
         [
             "smollm2-135m-instruct-q4_k_m",
             "synth-qwen3",
-            "synth-qwen3moe"
+            "synth-qwen3moe",
+            "smollm2-moe"
         ]
     );
     for m in manifest() {

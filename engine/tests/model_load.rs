@@ -182,6 +182,19 @@ fn wrong_key_type_and_bad_values() {
     assert!(matches!(e, ModelError::Unsupported { .. }));
     let img = with_key(Tiny::llama().image(), "llama.vocab_size", V::U32(51));
     fails(&img, &["llama.vocab_size = 51", "50 rows"]);
+    // Experts are refused by name (a dense file saying 0 experts loads).
+    let img = with_key(Tiny::llama().image(), "llama.expert_count", V::U32(4));
+    let e = fails(
+        &img,
+        &["llama: a Mixture-of-Experts FFN (llama.expert_count = 4) is not supported"],
+    );
+    assert!(matches!(e, ModelError::Unsupported { .. }));
+    load(&with_key(
+        Tiny::llama().image(),
+        "llama.expert_count",
+        V::U32(0),
+    ))
+    .unwrap();
 }
 
 #[test]

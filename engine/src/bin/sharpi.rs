@@ -3,9 +3,9 @@
 use clap::{Parser, Subcommand};
 use engine::cli::bench::BenchArgs;
 use engine::cli::generate::GenerateArgs;
+use engine::cli::synth::SynthArgs;
 use engine::cli::{self, CliError};
 use engine::quantize::FileType;
-use engine::synth::{self, Arch};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,35 +55,9 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Write a small synthetic model, deterministic from a seed.
-    Synth {
-        /// Architecture: qwen3 or qwen3moe.
-        #[arg(long)]
-        arch: Arch,
-        /// Seed of the weights.
-        #[arg(long)]
-        seed: u64,
-        /// A GGUF model whose tokenizer (tokenizer.* keys) is copied.
-        #[arg(long, value_name = "MODEL")]
-        tokenizer_from: PathBuf,
-        /// Where to write the model.
-        output: PathBuf,
-        /// File type (the quantization recipe applied to the weights).
-        #[arg(long = "type", value_name = "TYPE", default_value = "q4_k_m")]
-        ftype: FileType,
-        /// Output head scale: logits have about this standard deviation.
-        #[arg(long)]
-        head_scale: Option<f32>,
-        /// Token embedding standard deviation.
-        #[arg(long)]
-        embed_scale: Option<f32>,
-        /// Router (ffn_gate_inp) scale, for qwen3moe.
-        #[arg(long)]
-        router_scale: Option<f32>,
-        /// Worker threads (default: all cores). The output does not depend on it.
-        #[arg(long)]
-        threads: Option<usize>,
-    },
+    /// Write a synthetic model, deterministic from a seed: drawn from
+    /// scratch, or experts made from a dense llama model.
+    Synth(SynthArgs),
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -102,25 +76,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             ftype,
             threads,
         } => cli::quantize::run(&input, &output, ftype, threads, &mut out)?,
-        Command::Synth {
-            arch,
-            seed,
-            tokenizer_from,
-            output,
-            ftype,
-            head_scale,
-            embed_scale,
-            router_scale,
-            threads,
-        } => {
-            let mut cfg = synth::Config::new(arch, seed);
-            cfg.ftype = ftype;
-            let s = &mut cfg.scales;
-            s.head = head_scale.unwrap_or(s.head);
-            s.embed = embed_scale.unwrap_or(s.embed);
-            s.router = router_scale.unwrap_or(s.router);
-            cli::synth::run(&cfg, &tokenizer_from, &output, threads, &mut out)?
-        }
+        Command::Synth(args) => cli::synth::run(&args, &mut out)?,
     }
     out.flush()?;
     Ok(())

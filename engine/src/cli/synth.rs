@@ -1,35 +1,161 @@
-//! `sharpi synth --arch ARCH --seed N --tokenizer-from MODEL OUT`: a small
-//! synthetic model, the same bytes for the same arguments on every machine.
+//! `sharpi synth --arch ARCH --seed N (--tokenizer-from MODEL | --from
+//! MODEL) OUT`: a synthetic model, the same bytes for the same arguments on
+//! every machine. qwen3 and qwen3moe are drawn from scratch with MODEL's
+//! tokenizer; llama-moe makes the dense llama MODEL's FFNs into experts.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
+
+use clap::Args;
 
 use super::CliError;
-use crate::synth::{self, Config};
+use crate::gguf::GgufWriter;
+use crate::quantize::FileType;
+use crate::synth::llama_moe::{self, MoeConfig};
+use crate::synth::{self, Arch, Config, Kind};
 
-/// Builds the model `cfg` describes with the tokenizer of `tokenizer_from`,
-/// writes it to `output` (atomically) and a one-line summary to `out`.
-pub fn run(
-    cfg: &Config,
-    tokenizer_from: &Path,
-    output: &Path,
-    threads: Option<usize>,
-    out: &mut dyn Write,
-) -> Result<(), CliError> {
-    let tok = super::open_model(tokenizer_from)?;
-    let pool = super::thread_pool(threads)?;
-    let w = pool.install(|| synth::synthesize(cfg, &tok))?;
-    let layout = w.write_file(output)?;
+#[derive(Args, Clone, Debug)]
+pub struct SynthArgs {
+    /// What to make: qwen3 or qwen3moe (drawn from scratch), or llama-moe
+    /// (the experts made from a dense llama model's FFNs).
+    #[arg(long)]
+    pub arch: Kind,
+    /// Seed of the drawn weights.
+    #[arg(long)]
+    pub seed: u64,
+    /// qwen3, qwen3moe: a GGUF model whose tokenizer (tokenizer.* keys) is copied.
+    #[arg(long, value_name = "MODEL", conflicts_with = "from")]
+    pub tokenizer_from: Option<PathBuf>,
+    /// llama-moe: the dense llama model; everything but its FFNs is copied.
+    #[arg(long, value_name = "MODEL")]
+    pub from: Option<PathBuf>,
+    /// Where to write the model.
+    pub output: PathBuf,
+    /// qwen3, qwen3moe: file type (the quantization recipe applied to the
+    /// weights; default q4_k_m). llama-moe keeps the source's.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub ftype: Option<FileType>,
+    /// qwen3, qwen3moe: output head scale (logits have about this standard deviation).
+    #[arg(long)]
+    pub head_scale: Option<f32>,
+    /// qwen3, qwen3moe: token embedding standard deviation.
+    #[arg(long)]
+    pub embed_scale: Option<f32>,
+    /// qwen3moe, llama-moe: router (ffn_gate_inp) scale (default 1 for
+    /// qwen3moe, 16 for llama-moe).
+    #[arg(long)]
+    pub router_scale: Option<f32>,
+    /// llama-moe: standard deviation of the relative noise on each expert
+    /// weight (default 0.02).
+    #[arg(long)]
+    pub expert_noise: Option<f32>,
+    /// Worker threads (default: all cores). The output does not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl SynthArgs {
+    /// A usage error when a flag that `self.arch` does not read is given.
+    fn refuse(&self, flags: &[(&str, bool)]) -> Result<(), CliError> {
+        match flags.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(CliError::Usage(format!(
+                "{flag} does not apply to --arch {}",
+                self.arch
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn source(&self, path: &Option<PathBuf>, flag: &str) -> Result<PathBuf, CliError> {
+        path.clone()
+            .ok_or_else(|| CliError::Usage(format!("--arch {} needs {flag} MODEL", self.arch)))
+    }
+}
+
+/// Makes the model `args` describe, writes it (atomically) and a one-line
+/// summary to `out`.
+pub fn run(args: &SynthArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    match args.arch {
+        Kind::Scratch(arch) => scratch(args, arch, out),
+        Kind::LlamaMoe => upcycled(args, out),
+    }
+}
+
+fn scratch(args: &SynthArgs, arch: Arch, out: &mut dyn Write) -> Result<(), CliError> {
+    args.refuse(&[
+        ("--from", args.from.is_some()),
+        ("--expert-noise", args.expert_noise.is_some()),
+        (
+            "--router-scale",
+            arch == Arch::Qwen3 && args.router_scale.is_some(),
+        ),
+    ])?;
+    let tokenizer_from = args.source(&args.tokenizer_from, "--tokenizer-from")?;
+    let mut cfg = Config::new(arch, args.seed);
+    cfg.ftype = args.ftype.unwrap_or(cfg.ftype);
+    let s = &mut cfg.scales;
+    s.head = args.head_scale.unwrap_or(s.head);
+    s.embed = args.embed_scale.unwrap_or(s.embed);
+    s.router = args.router_scale.unwrap_or(s.router);
+
+    let tok = super::open_model(&tokenizer_from)?;
+    let pool = super::thread_pool(args.threads)?;
+    let w = pool.install(|| synth::synthesize(&cfg, &tok))?;
+    let file_size = w.write_file(&args.output)?.file_size;
     writeln!(
         out,
-        "{}: synthetic {} (seed {}, {} layers, {} tensors, {}), {} bytes",
-        output.display(),
+        "{}: synthetic {} (seed {}, {} layers, {} tensors, {}), {file_size} bytes",
+        args.output.display(),
         cfg.arch,
         cfg.seed,
         cfg.n_layer,
         w.tensors().len(),
         cfg.ftype,
-        layout.file_size
     )?;
     Ok(())
+}
+
+fn upcycled(args: &SynthArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    args.refuse(&[
+        ("--tokenizer-from", args.tokenizer_from.is_some()),
+        ("--type", args.ftype.is_some()),
+        ("--head-scale", args.head_scale.is_some()),
+        ("--embed-scale", args.embed_scale.is_some()),
+    ])?;
+    let from = args.source(&args.from, "--from")?;
+    let mut cfg = MoeConfig::new(args.seed);
+    cfg.noise = args.expert_noise.unwrap_or(cfg.noise);
+    cfg.router = args.router_scale.unwrap_or(cfg.router);
+
+    let src = super::open_model(&from)?;
+    let pool = super::thread_pool(args.threads)?;
+    let w = pool.install(|| llama_moe::upcycle(&src, &cfg))?;
+    let file_size = w.write_file(&args.output)?.file_size;
+    writeln!(
+        out,
+        "{}: llama MoE from {} (seed {}, {} experts, {} used, noise {}, router scale {}, {} tensors, experts {}), {file_size} bytes",
+        args.output.display(),
+        from.display(),
+        cfg.seed,
+        cfg.n_expert,
+        cfg.n_expert_used,
+        cfg.noise,
+        cfg.router,
+        w.tensors().len(),
+        expert_types(&w),
+    )?;
+    Ok(())
+}
+
+/// The types of the expert tensors, e.g. "Q4_1" or "Q4_K, Q6_K".
+fn expert_types(w: &GgufWriter) -> String {
+    let mut types: Vec<String> = w
+        .tensors()
+        .iter()
+        .filter(|t| t.name.ends_with("_exps.weight"))
+        .map(|t| t.ty.to_string())
+        .collect();
+    types.sort();
+    types.dedup();
+    types.join(", ")
 }

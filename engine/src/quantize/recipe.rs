@@ -93,6 +93,12 @@ impl FileType {
         self.entry().2
     }
 
+    /// The file type stored as `general.file_type` = `id`, if it is one
+    /// of ours.
+    pub fn from_id(id: u32) -> Option<FileType> {
+        FILE_TYPES.iter().find(|e| e.1 == id).map(|e| e.0)
+    }
+
     /// The type most weight matrices get (`llama_ftype_get_default_type`).
     pub fn default_type(self) -> GgmlType {
         self.entry().3
@@ -588,7 +594,9 @@ mod tests {
                 FileType::from_name(&ft.name().to_ascii_lowercase()),
                 Some(ft)
             );
+            assert_eq!(FileType::from_id(ft.id()), Some(ft));
         }
+        assert_eq!(FileType::from_id(4), None);
         assert_eq!(FileType::Q4_K_M.id(), 15);
         assert_eq!(FileType::Q8_0.id(), 7);
         assert_eq!(FileType::BF16.id(), 32);

@@ -1,5 +1,6 @@
 //! Small synthetic models, deterministic from a seed, for architectures
-//! whose real weights are out of reach (Qwen3, Qwen3-MoE).
+//! whose real weights are out of reach (Qwen3, Qwen3-MoE), and a llama
+//! Mixture-of-Experts model made from a dense one ([`llama_moe`]).
 //!
 //! A model is: the architecture's metadata keys (those llama.cpp's loader
 //! reads for it), a real tokenizer's `tokenizer.*` keys copied from another
@@ -12,6 +13,7 @@
 //! result is the file `llama-quantize` would make from the same weights
 //! stored as F32, and the same bytes for the same seed on every machine.
 
+pub mod llama_moe;
 pub mod qwen3;
 pub mod qwen3moe;
 pub mod rng;
@@ -57,6 +59,35 @@ impl FromStr for Arch {
             _ => Err(format!(
                 "unknown architecture {s:?} (one of: qwen3, qwen3moe)"
             )),
+        }
+    }
+}
+
+/// What `sharpi synth --arch` makes: a model drawn from scratch, or a
+/// dense llama model's FFNs made into experts ([`llama_moe`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Scratch(Arch),
+    LlamaMoe,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Scratch(a) => a.fmt(f),
+            Kind::LlamaMoe => f.write_str("llama-moe"),
+        }
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Kind, String> {
+        match s {
+            "llama-moe" => Ok(Kind::LlamaMoe),
+            _ => s.parse().map(Kind::Scratch).map_err(|_| {
+                format!("unknown architecture {s:?} (one of: qwen3, qwen3moe, llama-moe)")
+            }),
         }
     }
 }
@@ -185,6 +216,10 @@ impl TensorSpec {
 pub enum SynthError {
     #[error("tokenizer source: {0}")]
     Tokenizer(String),
+    #[error("source model: {0}")]
+    Source(String),
+    #[error("synth settings: {0}")]
+    Config(String),
     #[error("{0}")]
     Recipe(#[from] RecipeError),
     #[error("tensor {name:?}: {source}")]
@@ -391,6 +426,11 @@ mod tests {
         assert_eq!("qwen3".parse::<Arch>(), Ok(Arch::Qwen3));
         assert_eq!("qwen3moe".parse::<Arch>(), Ok(Arch::Qwen3Moe));
         assert!("llama".parse::<Arch>().unwrap_err().contains("one of"));
+        assert_eq!("qwen3".parse::<Kind>(), Ok(Kind::Scratch(Arch::Qwen3)));
+        assert_eq!("llama-moe".parse::<Kind>(), Ok(Kind::LlamaMoe));
+        assert_eq!(Kind::LlamaMoe.to_string(), "llama-moe");
+        let e = "llama".parse::<Kind>().unwrap_err();
+        assert!(e.contains("one of: qwen3, qwen3moe, llama-moe"), "{e}");
     }
 
     #[test]

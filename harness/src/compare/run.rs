@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use engine::chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 use engine::gguf::GgufFile;
-use engine::model::{spec, Model, ModelOptions};
+use engine::model::{spec, Model, ModelError, ModelOptions};
 use engine::ops::KvType;
 use engine::session::{Outputs, Session, SessionConfig};
 use engine::tokenizer::Tokenizer;
@@ -195,6 +195,13 @@ fn run_model(opts: &Options, data: &ReferenceData, entry: &ManifestModel) -> Mod
     }
     let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
         Ok(m) => Arc::new(m),
+        // A feature the engine refuses by name (experts, say) is skipped
+        // as an architecture it lacks is.
+        Err(e @ ModelError::Unsupported { .. }) => {
+            skip(&mut r, format!("{}: {e}", entry.file));
+            r.seconds = start.elapsed().as_secs_f64();
+            return r;
+        }
         Err(e) => {
             r.failures
                 .push(Failure::new("model", format!("{}: {e}", entry.file)));
