@@ -182,13 +182,14 @@ fn wrong_key_type_and_bad_values() {
     assert!(matches!(e, ModelError::Unsupported { .. }));
     let img = with_key(Tiny::llama().image(), "llama.vocab_size", V::U32(51));
     fails(&img, &["llama.vocab_size = 51", "50 rows"]);
-    // Experts are refused by name (a dense file saying 0 experts loads).
+    // A llama file saying it has experts must have them, and say how many
+    // each token uses; one saying 0 experts is dense.
     let img = with_key(Tiny::llama().image(), "llama.expert_count", V::U32(4));
-    let e = fails(
-        &img,
-        &["llama: a Mixture-of-Experts FFN (llama.expert_count = 4) is not supported"],
-    );
-    assert!(matches!(e, ModelError::Unsupported { .. }));
+    fails(&img, &["llama.expert_used_count"]);
+    let img = with_key(img, "llama.expert_used_count", V::U32(2));
+    fails(&img, &["blk.0.ffn_gate_inp.weight"]);
+    let img = with_key(img, "llama.expert_used_count", V::U32(5));
+    fails(&img, &["llama.expert_used_count = 5", "more than expert_count (4)"]);
     load(&with_key(
         Tiny::llama().image(),
         "llama.expert_count",

@@ -189,18 +189,6 @@ pub fn read(gguf: &GgufFile, spec: &ArchSpec) -> Result<(Hparams, Vec<LayerDesc>
         }
     }
 
-    // Mixture-of-Experts FFNs are not implemented: refused by name, not as
-    // a missing dense FFN tensor.
-    let experts = m.key("expert_count");
-    if let Some(n) = gguf.get_u32_opt(&experts).map_err(|e| m.err(e))? {
-        if n > 0 {
-            return Err(ModelError::Unsupported {
-                arch: spec.name,
-                what: format!("a Mixture-of-Experts FFN ({experts} = {n})"),
-            });
-        }
-    }
-
     let n_layer = m.count("block_count")?;
     let n_embd = m.count("embedding_length")?;
     let n_ff = m.count("feed_forward_length")?;
