@@ -49,7 +49,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ),
     (
         "moe-renorm",
-        "model/hparams: the chosen experts' weights not renormalised to sum 1",
+        "model/moe: the chosen experts' weights not renormalised to sum 1",
     ),
     (
         "chat-no-generation-prompt",

@@ -179,7 +179,26 @@ pub fn kld_top_k(reference: TopK<'_>, ours: &[f32]) -> f64 {
         q_tail += (x as f64 - lse_q).exp();
     }
     let p_tail = (1.0 - p_top).max(0.0);
+    // The reference's tail is 1 minus its top-k mass, with its log-sum-exp
+    // stored as f32: its top-k probabilities carry a common relative error
+    // of up to half an ulp of `lse`, so a tail below that (plus the
+    // rounding of the sum) is not resolved. When ours underflows to 0
+    // there (a synthetic model's logits spread over hundreds of nats), the
+    // term is 0, not infinite.
+    let resolution = 0.5 * f64::from(ulp(reference.lse)) * p_top + 64.0 * f64::EPSILON;
+    if q_tail == 0.0 && p_tail <= resolution {
+        return kld;
+    }
     kld + term(p_tail.ln(), q_tail.ln())
+}
+
+/// The distance from `x` to the next f32 away from zero.
+fn ulp(x: f32) -> f32 {
+    let a = x.abs();
+    if !a.is_finite() {
+        return f32::INFINITY;
+    }
+    f32::from_bits(a.to_bits() + 1) - a
 }
 
 /// Whether our most likely token is the reference's (its top-k row is
@@ -290,6 +309,42 @@ mod tests {
                 la.exp() * (la - (b as f64 - lq))
             })
             .sum()
+    }
+
+    #[test]
+    fn an_unresolved_reference_tail_against_an_empty_one_is_not_infinite() {
+        // Logits hundreds of nats apart: every tail probability underflows
+        // in f64 on our side, and the reference's tail is rounding noise.
+        let mut p = vec![-900.0f32; 100];
+        p[0] = 300.0;
+        p[1] = 299.0;
+        let (ids, vals, lse) = top_k_of(&p, 2);
+        let got = kld_top_k(
+            TopK {
+                ids: &ids,
+                logits: &vals,
+                lse,
+            },
+            &p,
+        );
+        assert!(got.is_finite() && got.abs() < 1e-9, "{got}");
+        // A real tail where ours has none is still infinite.
+        let mut q = p.clone();
+        for v in q.iter_mut().skip(2) {
+            *v = -2000.0;
+        }
+        let mut p2 = p.clone();
+        p2[5] = 299.0;
+        let (ids, vals, lse) = top_k_of(&p2, 2);
+        let got = kld_top_k(
+            TopK {
+                ids: &ids,
+                logits: &vals,
+                lse,
+            },
+            &q,
+        );
+        assert!(got.is_infinite(), "{got}");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
+//! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
 
 use std::path::Path as FsPath;
 use std::time::Instant;
@@ -24,6 +25,8 @@ use serde::Serialize;
 use crate::compare::{self, Options, Path, Report, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+/// The synthetic Qwen3-MoE: 32 experts, 8 used, weights renormalised.
+const QWEN3MOE: &str = "synth-qwen3moe";
 /// A 5-token prompt: RoPE, attention scale and KV positions all matter.
 const SHORT: &str = "capital-france";
 /// A chat prompt (system + user), rendered with a generation prompt.
@@ -45,7 +48,7 @@ pub struct Expected {
 #[derive(Clone, Debug)]
 pub struct Mutant {
     pub fault: &'static str,
-    pub model: &'static str,
+    pub models: &'static [&'static str],
     pub prompts: &'static [&'static str],
     pub paths: Vec<Path>,
     /// Compare the tokenizer corpus and chat renders.
@@ -69,7 +72,7 @@ impl Expected {
 pub fn table() -> Vec<Mutant> {
     let m = |fault, prompts, paths: &[Path], corpus, checks, tap| Mutant {
         fault,
-        model: SMOLLM2,
+        models: &[SMOLLM2],
         prompts,
         paths: paths.to_vec(),
         corpus,
@@ -150,6 +153,17 @@ pub fn table() -> Vec<Mutant> {
             &["tokens"],
             None,
         ),
+        Mutant {
+            models: &[QWEN3MOE],
+            ..m(
+                "moe-renorm",
+                &[SHORT],
+                &[cpu, gpu],
+                false,
+                &["taps"],
+                Some((0, &["ffn_moe_weights_norm"][..])),
+            )
+        },
     ]
 }
 
@@ -254,7 +268,7 @@ impl Setup {
 
     fn options(&self, m: &Mutant) -> Options {
         let mut o = Options::new(&self.repo, self.thresholds.clone());
-        o.models = vec![m.model.into()];
+        o.models = m.models.iter().map(|s| s.to_string()).collect();
         o.prompts = m.prompts.iter().map(|p| p.to_string()).collect();
         o.paths = crate::compare::Paths::List(m.paths.clone());
         o.corpus = m.corpus;
@@ -309,7 +323,7 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
     // The clean run: the union of the selections, no fault.
     let clean_mutant = Mutant {
         fault: "none",
-        model: SMOLLM2,
+        models: &[SMOLLM2, QWEN3MOE],
         prompts: &[SHORT, CHAT],
         paths: vec![Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N)],
         corpus: true,

@@ -338,7 +338,7 @@ fn moe_params(m: &Meta<'_>, n_ff: usize) -> Result<Option<MoeParams>, ModelError
         n_expert,
         n_used,
         n_ff_exp,
-        norm_weights: norm_weights && !fault::active("moe-renorm"),
+        norm_weights,
     }))
 }
 

@@ -17,6 +17,7 @@
 use super::hparams::MoeParams;
 use super::spec::Role;
 use super::{Cx, RoleMap, Scratch};
+use crate::fault;
 use crate::ops::{Act, BackendError, GluKind, Weight};
 
 /// One layer's experts (shapes in ggml order).
@@ -61,7 +62,9 @@ pub fn run(
     cx.tap("ffn_moe_topk", m.ids)?;
     cx.tap("ffn_moe_weights", m.weights)?;
     if p.norm_weights {
-        cx.normalize_rows(m.weights);
+        if !fault::active("moe-renorm") {
+            cx.normalize_rows(m.weights);
+        }
         cx.tap("ffn_moe_weights_norm", m.weights)?;
     }
     cx.matmul_id(w.up, p.n_expert, m.ids, xb, s.up);

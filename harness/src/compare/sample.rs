@@ -45,6 +45,7 @@ fn taps(layers: usize, scale: f64, reference: &str) -> TapsResult {
         rows,
         first_divergence,
         unmatched: Vec::new(),
+        routing_near_ties: Vec::new(),
     }
 }
 
