@@ -189,7 +189,10 @@ fn wrong_key_type_and_bad_values() {
     let img = with_key(img, "llama.expert_used_count", V::U32(2));
     fails(&img, &["blk.0.ffn_gate_inp.weight"]);
     let img = with_key(img, "llama.expert_used_count", V::U32(5));
-    fails(&img, &["llama.expert_used_count = 5", "more than expert_count (4)"]);
+    fails(
+        &img,
+        &["llama.expert_used_count = 5", "more than expert_count (4)"],
+    );
     load(&with_key(
         Tiny::llama().image(),
         "llama.expert_count",

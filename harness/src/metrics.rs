@@ -327,7 +327,9 @@ mod tests {
             },
             &p,
         );
-        assert!(got.is_finite() && got.abs() < 1e-9, "{got}");
+        // What is left is the f32 log-sum-exp's rounding (half an ulp of
+        // 300.3 is 1.5e-5): measured -1.25e-6.
+        assert!(got.is_finite() && got.abs() < 2e-5, "{got}");
         // A real tail where ours has none is still infinite.
         let mut q = p.clone();
         for v in q.iter_mut().skip(2) {

@@ -158,7 +158,7 @@ fn unsupported_architectures_are_skipped_unless_named() {
     let repo = repo();
     let thresholds = Thresholds::load(&repo.join("ci/thresholds.toml")).unwrap();
     let mut o = Options::new(&repo, thresholds);
-    o.reference_dir = reference_with_arch("qwen3");
+    o.reference_dir = reference_with_arch("qwen2");
     o.verify_files = false;
     o.prompts = vec!["once-upon".into()];
 
@@ -166,7 +166,7 @@ fn unsupported_architectures_are_skipped_unless_named() {
     let gemma = report.models.iter().find(|m| m.id == GEMMA).unwrap();
     assert_eq!(
         gemma.skipped.as_deref(),
-        Some("architecture qwen3 not implemented")
+        Some("architecture qwen2 not implemented")
     );
     assert!(gemma.prompts.is_empty() && gemma.failures.is_empty());
     // its tokenizer needs no forward pass: still compared
@@ -175,7 +175,7 @@ fn unsupported_architectures_are_skipped_unless_named() {
     assert!(report.passed(), "{}", report.table());
     assert!(report
         .table()
-        .contains("skipped: architecture qwen3 not implemented"));
+        .contains("skipped: architecture qwen2 not implemented"));
 
     o.models = vec![GEMMA.into()];
     o.corpus = false;
@@ -184,7 +184,7 @@ fn unsupported_architectures_are_skipped_unless_named() {
     let f = &report.models[0].failures[0];
     assert_eq!(
         (f.check, f.detail.as_str()),
-        ("model", "architecture qwen3 not implemented")
+        ("model", "architecture qwen2 not implemented")
     );
     std::fs::remove_dir_all(&o.reference_dir).unwrap();
 }

@@ -6,6 +6,8 @@
 //!   `Qcur-0#2` / `Kcur-0#2`), while the same run unedited passes;
 //! - Gemma 3 run without its sliding-window pattern (every layer global,
 //!   so layer 0 takes the global RoPE base) fails at layer 0's RoPE too.
+//! - the synthetic Qwen 3 (NEOX) run with NORM pairing fails at layer 0's
+//!   post-RoPE Q or K.
 //!
 //! The faults go through the engine's `ModelOptions::spec_edit` hook, so no
 //! model code knows about them.
@@ -150,4 +152,36 @@ fn wrong_rope_pairing_on_the_gpu_path_diverges_at_layer_0_post_rope() {
         "{}",
         report.table()
     );
+}
+
+fn norm(spec: &mut ArchSpec) {
+    spec.rope = RopeStyle::Norm;
+}
+
+/// The bug this harness was built for: Qwen 3 fed llama's interleaved
+/// (NORM) RoPE instead of NEOX. On the synthetic Qwen3 it fails at layer
+/// 0's post-RoPE Q or K, and everything before RoPE (the QK-norms) agrees.
+#[test]
+fn qwen3_with_norm_rope_diverges_at_layer_0_post_rope() {
+    let mut o = options("synth-qwen3");
+    o.model_options = ModelOptions {
+        spec_edit: Some(norm),
+    };
+    let report = compare::run(&o).unwrap();
+    eprintln!("{}", report.table());
+    assert!(!report.passed(), "{}", report.table());
+    let p = &report.models[0].prompts[0];
+    let taps = p.taps.as_ref().expect("capital-france has taps");
+    let first = taps.first_divergence.as_ref().expect("a divergence");
+    assert_eq!(
+        (first.layer, first.op.as_str()),
+        (Some(0), "ROPE"),
+        "{}",
+        report.table()
+    );
+    assert!(first.name == "Qcur" || first.name == "Kcur");
+    for before in ["attn_norm-0#0", "Qcur_normed-0#0", "Kcur_normed-0#0"] {
+        let row = taps.rows.iter().find(|r| r.reference == before).unwrap();
+        assert!(row.pass, "{before} should agree\n{}", report.table());
+    }
 }

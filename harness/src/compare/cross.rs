@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use super::logits::LogitsResult;
+use super::routing::Routing;
 use super::taps::{OurTap, TapsResult};
 use super::thresholds::Limits;
 use super::Path;
@@ -49,6 +50,10 @@ pub fn compare_taps(
     limits: &Limits,
 ) -> TapsResult {
     let mut out = TapsResult::default();
+    let routing = Routing::find(ours, |name, l| {
+        let b = base.iter().find(|b| b.name == name && b.layer == Some(l))?;
+        Some(b.rows.clone())
+    });
     let mut seen_layer = false;
     for tap in ours {
         seen_layer |= tap.layer.is_some();
@@ -64,8 +69,16 @@ pub fn compare_taps(
                 .push(format!("{label}: the {against} path has no such tap"));
             continue;
         };
-        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
+        let mut positions: Vec<usize> = tap
+            .rows
+            .keys()
+            .copied()
+            .filter(|&p| routing.keeps(&tap.name, tap.layer, p))
+            .collect();
         positions.sort_unstable();
+        if positions.is_empty() {
+            continue;
+        }
         let (mut want, mut got) = (Vec::new(), Vec::new());
         for p in &positions {
             match b.rows.get(p) {
@@ -90,6 +103,7 @@ pub fn compare_taps(
             limit,
         );
     }
+    out.routing_near_ties = routing.notes;
     out
 }
 

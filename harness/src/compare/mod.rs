@@ -31,6 +31,7 @@ pub mod html;
 pub mod junit;
 pub mod logits;
 pub mod report;
+pub mod routing;
 pub mod run;
 #[cfg(test)]
 mod sample;

@@ -12,10 +12,11 @@
 //! norm before its weight), `kq`, `kq_soft_max`, `kqv` (inside our fused
 //! attention), `embd` (llama's raw embedding row).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::routing::Routing;
 use super::thresholds::Limits;
 use super::within;
 use crate::metrics;
@@ -141,8 +142,8 @@ pub struct TapsResult {
     pub first_divergence: Option<TapRow>,
     /// Taps we emitted that could not be compared, and why.
     pub unmatched: Vec<String>,
-    /// Routed slots left out of the MoE slot taps: our expert differs from
-    /// llama.cpp's at a near-tie of its router probabilities.
+    /// Positions left out from a layer on: routed there differently at a
+    /// near-tie of the router probabilities ([`super::routing`]).
     pub routing_near_ties: Vec<String>,
 }
 
@@ -194,25 +195,6 @@ impl TapsResult {
     }
 }
 
-/// llama.cpp's MoE tensors laid out by routed slot: `k` groups a position,
-/// group `j` belonging to the `j`-th chosen expert.
-const SLOT_TAPS: [&str; 9] = [
-    "ffn_moe_topk",
-    "ffn_moe_weights",
-    "ffn_moe_weights_norm",
-    "ffn_moe_up",
-    "ffn_moe_gate",
-    "ffn_moe_swiglu",
-    "ffn_moe_geglu",
-    "ffn_moe_down",
-    "ffn_moe_weighted",
-];
-
-/// Two router probabilities closer than this (relative to the larger)
-/// are a routing near-tie: which of the two experts a path chooses is
-/// decided by rounding, as a near-tie of the logits decides a token.
-pub const ROUTING_TIE: f64 = 1e-3;
-
 /// The reference's values of tap `name` at the positions it kept (the last,
 /// or all of them), with those positions.
 fn reference_at(
@@ -250,62 +232,22 @@ fn reference_at(
     Ok((info.key.clone(), info.op.clone(), positions, want))
 }
 
-/// Routed slots where our expert differs from llama.cpp's at a routing
-/// near-tie ([`ROUTING_TIE`] on llama.cpp's router probabilities), by
-/// layer: `(position, slot)`. Those slots are left out of the slot taps'
-/// measures (the weighted sum, `ffn_moe_out`, is compared whole); each is
-/// described in `notes`. A choice that differs elsewhere stays in, and
-/// fails its taps.
-fn routing_near_ties(
-    data: &PromptData,
-    ours: &[OurTap],
-    n_tokens: usize,
-    notes: &mut Vec<String>,
-) -> HashMap<usize, HashSet<(usize, usize)>> {
-    let mut out: HashMap<usize, HashSet<(usize, usize)>> = HashMap::new();
-    for tap in ours.iter().filter(|t| t.name == "ffn_moe_topk") {
-        let Some(l) = tap.layer else { continue };
-        let (Ok((_, _, pos, ref_ids)), Ok((_, _, ppos, probs))) = (
-            reference_at(data, "ffn_moe_topk", Some(l), n_tokens),
-            reference_at(data, "ffn_moe_probs", Some(l), n_tokens),
-        ) else {
-            continue;
-        };
-        let k = tap.width;
-        if pos != ppos || k == 0 || ref_ids.len() != pos.len() * k {
-            continue;
-        }
-        let n_expert = probs.len() / pos.len();
-        for (i, &p) in pos.iter().enumerate() {
-            let Some(row) = tap.rows.get(&p) else { continue };
-            for j in 0..k {
-                let (o, r) = (row[j] as usize, ref_ids[i * k + j] as usize);
-                if o == r || o >= n_expert || r >= n_expert {
-                    continue;
-                }
-                let (po, pr) = (
-                    f64::from(probs[i * n_expert + o]),
-                    f64::from(probs[i * n_expert + r]),
-                );
-                if (po - pr).abs() <= ROUTING_TIE * po.max(pr) {
-                    out.entry(l).or_default().insert((p, j));
-                    notes.push(format!(
-                        "layer {l} position {p} slot {j}: expert {o} for llama.cpp's {r} \
-                         (its probabilities {po:.6e} and {pr:.6e})"
-                    ));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Compares every tap we emitted with llama.cpp's, at the positions the
 /// capture kept.
 pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResult {
     let n_tokens = data.tokens().len();
     let mut out = TapsResult::default();
-    let excused = routing_near_ties(data, ours, n_tokens, &mut out.routing_near_ties);
+    let routing = Routing::find(ours, |name, l| {
+        let (_, _, positions, values) = reference_at(data, name, Some(l), n_tokens).ok()?;
+        let w = values.len() / positions.len().max(1);
+        Some(
+            positions
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| (p, values[i * w..(i + 1) * w].to_vec()))
+                .collect(),
+        )
+    });
     let mut seen_layer = false;
     for tap in ours {
         seen_layer |= tap.layer.is_some();
@@ -313,7 +255,7 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
             Some(l) => format!("{}-{l}", tap.name),
             None => tap.name.clone(),
         };
-        let (key, op, positions, mut want) =
+        let (key, op, positions, reference) =
             match reference_at(data, &tap.name, tap.layer, n_tokens) {
                 Ok(r) => r,
                 Err(why) => {
@@ -321,47 +263,39 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
                     continue;
                 }
             };
-        let mut got = Vec::new();
-        for &p in &positions {
-            match tap.rows.get(&p) {
-                Some(r) => got.extend_from_slice(r),
-                None => break,
+        let w = reference.len() / positions.len().max(1);
+        let (mut want, mut got, mut compared) = (Vec::new(), Vec::new(), 0);
+        let mut missing = false;
+        for (i, &p) in positions.iter().enumerate() {
+            let Some(r) = tap.rows.get(&p) else {
+                missing = true;
+                break;
+            };
+            if r.len() != w {
+                missing = true;
+                break;
+            }
+            if routing.keeps(&tap.name, tap.layer, p) {
+                want.extend_from_slice(&reference[i * w..(i + 1) * w]);
+                got.extend_from_slice(r);
+                compared += 1;
             }
         }
-        if got.len() != want.len() {
+        if missing {
             out.unmatched.push(format!(
-                "{label}: {} values at {} position(s), llama.cpp's {key} has {}",
-                got.len(),
+                "{label}: our values at {} position(s) do not match llama.cpp's {key} ({} values)",
                 positions.len(),
-                want.len()
+                reference.len()
             ));
             continue;
         }
-        let skip = tap.layer.and_then(|l| excused.get(&l));
-        if let (Some(skip), true) = (skip, SLOT_TAPS.contains(&tap.name.as_str())) {
-            // Leave out the slots chosen differently at a near-tie.
-            let k = ours
-                .iter()
-                .find(|t| t.name == "ffn_moe_topk" && t.layer == tap.layer)
-                .map_or(1, |t| t.width.max(1));
-            let slot = tap.width / k;
-            let keep = |idx: usize| {
-                let (i, j) = (idx / tap.width, (idx % tap.width) / slot.max(1));
-                !skip.contains(&(positions[i], j))
-            };
-            let kept = |v: &[f32]| -> Vec<f32> {
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| keep(*i))
-                    .map(|(_, &x)| x)
-                    .collect()
-            };
-            want = kept(&want);
-            got = kept(&got);
+        if compared == 0 {
+            continue;
         }
         let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
-        out.push_measured(tap, (key, op), positions.len(), &want, &got, limit);
+        out.push_measured(tap, (key, op), compared, &want, &got, limit);
     }
+    out.routing_near_ties = routing.notes;
     out
 }
 
