@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::cpu::Threads;
+use crate::expert_cache::{CacheBufs, LayerCache, LayerStats};
 use crate::model::arch::ArchWeights;
 use crate::model::{HeadOut, Hparams, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
@@ -144,7 +146,7 @@ impl Session {
         }
         let (n_ctx, n_batch) = cfg.shape(&hp)?;
 
-        let (global, layers) = upload(&model, &mut devices)?;
+        let (global, layers, host_experts) = upload(&model, &mut devices)?;
         let weights = ArchWeights::new(&model, &global, &layers);
 
         devices.alloc_hidden(n_batch, hp.n_embd)?;
@@ -160,6 +162,10 @@ impl Session {
                     .alloc_kv(n_ctx, hp.k_width(), hp.v_width(), cfg.kv_type)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if devices.expert_slots().is_some() {
+            let caches = expert_caches(&mut devices, host_experts, &hp, n_batch, cfg.threads)?;
+            devices.set_expert_caches(caches);
+        }
         let head = devices.device_of(Stage::Head);
         let logits_dev = devices.alloc(head, HEAD_BLOCK, hp.n_vocab)?;
         Ok(Session {
@@ -196,6 +202,12 @@ impl Session {
 
     pub fn devices(&self) -> &Devices {
         &self.devices
+    }
+
+    /// Hits and pairs of each layer's expert slot cache so far (none
+    /// without `--moe-cache`).
+    pub fn expert_stats(&self) -> Vec<LayerStats> {
+        self.devices.expert_stats()
     }
 
     /// Forgets the sequence: the next token goes to position 0 (the caches
@@ -284,14 +296,20 @@ impl Session {
     }
 }
 
+/// Per layer, the host's gate, up and down experts of a layer that caches
+/// them.
+type HostExperts = Vec<Option<[WeightSource; 3]>>;
+
 /// Prepares every weight on the device that uses it: token_embd where the
 /// embedding runs, output_norm and output where the head runs, each layer's
-/// tensors where the layer runs. A tensor needed on a device twice (a tied
-/// head on the embedding's device) is prepared once.
+/// tensors where the layer runs, except the experts of a layer that caches
+/// them ([`Devices::cached_slots`]), which stay mapped on the host. A
+/// tensor needed on a device twice (a tied head on the embedding's device)
+/// is prepared once.
 fn upload(
     model: &Model,
     devices: &mut Devices,
-) -> Result<(RoleMap<Weight>, Vec<RoleMap<Weight>>), BackendError> {
+) -> Result<(RoleMap<Weight>, Vec<RoleMap<Weight>>, HostExperts), BackendError> {
     use crate::model::Role;
     let file = model.file();
     let table = model.tensors();
@@ -317,12 +335,59 @@ fn upload(
         global.insert(role, put(devices, stage, info)?);
     }
     let mut layers = Vec::with_capacity(table.layers.len());
+    let mut host = Vec::with_capacity(table.layers.len());
     for (l, map) in table.layers.iter().enumerate() {
+        let cached = devices.cached_slots(l).is_some();
         let mut m = BTreeMap::new();
         for (&role, info) in map {
-            m.insert(role, put(devices, Stage::Layer(l), info)?);
+            if !(cached && role.is_expert_matrix()) {
+                m.insert(role, put(devices, Stage::Layer(l), info)?);
+            }
         }
+        host.push(cached.then(|| {
+            [Role::FfnGateExps, Role::FfnUpExps, Role::FfnDownExps]
+                .map(|r| WeightSource::from_gguf(file, &map[&r]))
+        }));
         layers.push(RoleMap::new(format!("layer {l}"), m));
     }
-    Ok((RoleMap::new("model", global), layers))
+    Ok((RoleMap::new("model", global), layers, host))
+}
+
+/// The expert slot caches of the layers that have host experts, on the
+/// GPU, with one set of buffers for `n_batch` rows and a host pool of
+/// `threads` threads (0: one per core) for the missed experts.
+fn expert_caches(
+    devices: &mut Devices,
+    host: HostExperts,
+    hp: &Hparams,
+    n_batch: usize,
+    threads: usize,
+) -> Result<Vec<Option<LayerCache>>, BackendError> {
+    let (Some(n_slots), Some(moe)) = (devices.expert_slots(), hp.moe) else {
+        return Ok(Vec::new());
+    };
+    let Some(l0) = host.iter().position(Option::is_some) else {
+        return Ok(Vec::new());
+    };
+    let gpu = devices.device_of(Stage::Layer(l0));
+    let bufs = CacheBufs {
+        slot_ids: devices.alloc(gpu, n_batch, moe.n_used)?,
+        mask: devices.alloc(gpu, n_batch, moe.n_used)?,
+        missed: devices.alloc(gpu, n_batch, moe.n_used * hp.n_embd)?,
+    };
+    let n = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let pool = Arc::new(Threads::new(n).map_err(|e| BackendError::Device {
+        backend: "cpu (experts)".into(),
+        message: e.to_string(),
+    })?);
+    host.into_iter()
+        .enumerate()
+        .map(|(l, h)| {
+            h.map(|h| LayerCache::new(l, h, n_slots, devices.backend(gpu), bufs, Arc::clone(&pool)))
+                .transpose()
+        })
+        .collect()
 }

@@ -83,6 +83,7 @@ impl Path {
             threads: cfg.threads,
             vk: vk.clone(),
             memory_limit: None,
+            moe_cache: None,
         };
         Session::on_devices(model, &req, cfg)
             .map(|(s, _)| s)

@@ -365,6 +365,15 @@ impl VulkanBackend {
         (INBOX, (start / 4) as u32)
     }
 
+    /// Stages host bytes for the next submission: returns the inbox and the
+    /// byte offset where `data` will be.
+    fn stage_bytes(&mut self, data: &[u8]) -> (u32, u64) {
+        let start = self.staged.len().div_ceil(16) * 16;
+        self.staged.resize(start, 0);
+        self.staged.extend_from_slice(data);
+        (INBOX, start as u64)
+    }
+
     /// Records a dispatch of `shader` with `binds` at bindings 0.. and
     /// `push`, over `groups` workgroups.
     ///
@@ -563,6 +572,40 @@ impl Ops for VulkanBackend {
             chunks,
         });
         Ok(Weight(self.weights.len() as u32 - 1))
+    }
+
+    fn write_weight_rows(&mut self, w: Weight, row0: usize, bytes: &[u8]) -> Result<(), BackendError> {
+        let gw = &self.weights[w.0 as usize];
+        let rb = gw.row_bytes;
+        assert!(
+            bytes.len().is_multiple_of(rb) && row0 + bytes.len() / rb <= gw.n_out,
+            "write_weight_rows {}: {} bytes at row {row0} of {} rows of {rb}",
+            gw.name,
+            bytes.len(),
+            gw.n_out
+        );
+        let rows = row0..row0 + bytes.len() / rb;
+        // (chunk buffer, byte offset in it, byte range of `bytes`) per chunk
+        // the rows touch.
+        let parts: Vec<(u32, u64, Range<usize>)> = gw
+            .chunks
+            .iter()
+            .filter_map(|c| {
+                let (a, b) = (rows.start.max(c.row0), rows.end.min(c.row0 + c.rows));
+                (a < b).then(|| {
+                    let src = (a - row0) * rb..(b - row0) * rb;
+                    (c.buf, ((a - c.row0) * rb) as u64, src)
+                })
+            })
+            .collect();
+        for (buf, offset, src) in parts {
+            let (inbox, at) = self.stage_bytes(&bytes[src.clone()]);
+            self.copy_bytes(inbox, at, buf, offset, src.len() as u64);
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn alloc(&mut self, rows: usize, width: usize) -> Result<Act, BackendError> {

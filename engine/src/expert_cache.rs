@@ -1,0 +1,344 @@
+//! The expert slot cache of a GPU layer whose experts stay in host memory
+//! (`--moe-cache N|NMiB`).
+//!
+//! Such a layer keeps its expert tensors mapped on the host and holds, on
+//! the GPU, three slot weights (gate, up, down) of `n_slots` experts each,
+//! in the experts' own types. Routing runs on the GPU as in any layer; then
+//! [`LayerCache::run`] reads the top-k ids back and, per (row, slot) pair:
+//!
+//! - an expert held in a slot (a hit) is multiplied on the GPU, by
+//!   `matmul_id` over the slot weights with the ids remapped to slots;
+//! - any other (a miss) is multiplied on the host from the mapped tensors
+//!   (`cpu::matmul_id`, `cpu::glu`); its GPU output (that of some slot) is
+//!   zeroed by a 0/1 mask and the host result added in its place.
+//!
+//! The GPU's work is ordered by the backend's hazard tracking: the ids,
+//! mask and host results are [`Ops::write`]s recorded between the ops that
+//! use them; refilling a slot ([`Ops::write_weight_rows`]) comes after the
+//! products that read its old expert. The model continues on the GPU with
+//! the weighting and the sum, as without a cache. The cache size changes
+//! where an expert is multiplied, never what: outputs differ between cache
+//! sizes only as the CPU's products differ from the GPU's.
+//!
+//! Policy: the slots start with experts `0..n_slots`. After each step the
+//! experts it missed are filled in, most-routed first (ties: lower id),
+//! each into the least recently used slot that the step did not use; what
+//! finds no such slot waits for a later miss. Per layer, hits and
+//! (row, slot) pairs are counted ([`LayerStats`], `--expert-stats`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::cpu::{self, Threads, WeightView};
+use crate::fault;
+use crate::model::moe::{moe_glu_tap, Experts};
+use crate::model::Cx;
+use crate::ops::{Act, BackendError, Ops, Weight, WeightSource};
+
+/// `--moe-cache`: expert slots per layer, or device memory for the slots
+/// of all the cached layers together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheSize {
+    Slots(usize),
+    MiB(u64),
+}
+
+impl FromStr for CacheSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<CacheSize, String> {
+        let bad = || format!("invalid --moe-cache {s:?}: expected a slot count per layer (8) or MiB for all layers (512MiB)");
+        match s.strip_suffix("MiB") {
+            Some(n) => n.parse().map(CacheSize::MiB).map_err(|_| bad()),
+            None => s.parse().map(CacheSize::Slots).map_err(|_| bad()),
+        }
+    }
+}
+
+impl fmt::Display for CacheSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheSize::Slots(n) => write!(f, "{n}"),
+            CacheSize::MiB(m) => write!(f, "{m}MiB"),
+        }
+    }
+}
+
+impl CacheSize {
+    /// Slots per layer for `n_layers` cached layers whose experts take
+    /// `expert_bytes` each (gate, up and down together), at most
+    /// `n_expert`.
+    pub fn slots(self, n_expert: usize, expert_bytes: u64, n_layers: usize) -> usize {
+        match self {
+            CacheSize::Slots(n) => n.min(n_expert),
+            CacheSize::MiB(m) => {
+                let per_layer = (m << 20) / (n_layers.max(1) as u64);
+                ((per_layer / expert_bytes.max(1)) as usize).min(n_expert)
+            }
+        }
+    }
+}
+
+/// Hits and (row, slot) pairs of one cached layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerStats {
+    pub layer: usize,
+    pub slots: usize,
+    pub hits: u64,
+    pub pairs: u64,
+}
+
+impl LayerStats {
+    /// Hits per pair (1 with no pairs yet).
+    pub fn hit_rate(&self) -> f64 {
+        match self.pairs {
+            0 => 1.0,
+            p => self.hits as f64 / p as f64,
+        }
+    }
+}
+
+/// GPU buffers a cached layer works in (shared by all of them).
+#[derive(Clone, Copy, Debug)]
+pub struct CacheBufs {
+    /// `[n_batch, k]`: each pair's slot (as f32).
+    pub slot_ids: Act,
+    /// `[n_batch, k]`: 1 for a hit, 0 for a miss.
+    pub mask: Act,
+    /// `[n_batch, k · n_embd]`: the misses' outputs, zero at hits.
+    pub missed: Act,
+}
+
+/// The expert slots of one GPU layer and the host experts behind them.
+pub struct LayerCache {
+    stats: LayerStats,
+    n_expert: usize,
+    /// Gate, up, down on the host: `[n_embd, n_ff_exp, n_expert]`,
+    /// `[n_embd, n_ff_exp, n_expert]`, `[n_ff_exp, n_embd, n_expert]`.
+    host: [WeightSource; 3],
+    /// The same on the device with `n_slots` matrices each (none for 0).
+    slots: Option<[Weight; 3]>,
+    /// `[n_slots]`: the expert each slot holds.
+    slot_expert: Vec<usize>,
+    /// `[n_expert]`: the slot holding each expert.
+    expert_slot: Vec<Option<usize>>,
+    /// `[n_slots]`: the step that last used each slot.
+    last_used: Vec<u64>,
+    /// Steps so far.
+    clock: u64,
+    bufs: CacheBufs,
+    threads: Arc<Threads>,
+}
+
+/// Experts `0..n` of a stacked weight, as a weight of `n` matrices.
+fn first_experts(src: &WeightSource, n: usize) -> WeightSource {
+    let per = src.n_out() / src.matrices();
+    let bytes = src.bytes()[..n * per * src.row_bytes()].to_vec();
+    let name = format!("{} slots", src.name());
+    WeightSource::from_bytes(&name, src.ty(), src.n_in(), n * per, bytes).stacked(n)
+}
+
+fn view(src: &WeightSource) -> WeightView<'_> {
+    WeightView::new(src.ty(), src.n_out(), src.n_in(), src.bytes())
+        .unwrap_or_else(|e| panic!("{src:?}: {e}"))
+}
+
+impl LayerCache {
+    /// The cache of layer `layer` with `n_slots` slots on `gpu`, holding
+    /// experts `0..n_slots` to begin with. `host` is gate, up, down.
+    pub fn new(
+        layer: usize,
+        host: [WeightSource; 3],
+        n_slots: usize,
+        gpu: &mut dyn Ops,
+        bufs: CacheBufs,
+        threads: Arc<Threads>,
+    ) -> Result<LayerCache, BackendError> {
+        let n_expert = host[0].matrices();
+        let slots = match n_slots {
+            0 => None,
+            n => Some([
+                gpu.upload(&first_experts(&host[0], n))?,
+                gpu.upload(&first_experts(&host[1], n))?,
+                gpu.upload(&first_experts(&host[2], n))?,
+            ]),
+        };
+        let mut expert_slot = vec![None; n_expert];
+        for (s, e) in expert_slot.iter_mut().take(n_slots).enumerate() {
+            *e = Some(s);
+        }
+        Ok(LayerCache {
+            stats: LayerStats {
+                layer,
+                slots: n_slots,
+                ..LayerStats::default()
+            },
+            n_expert,
+            host,
+            slots,
+            slot_expert: (0..n_slots).collect(),
+            expert_slot,
+            last_used: vec![0; n_slots],
+            clock: 0,
+            bufs,
+            threads,
+        })
+    }
+
+    pub fn stats(&self) -> LayerStats {
+        self.stats
+    }
+
+    /// The expert products of `e` (see the module docs), tapping
+    /// `ffn_moe_up`, `ffn_moe_gate`, the activation and `ffn_moe_down`
+    /// assembled from both devices.
+    pub fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError> {
+        let (n, k) = (e.ids.rows(), e.ids.width());
+        let (d, f) = (e.out.width() / k, e.up.width() / k);
+        // ids: [n, k]; x: [n, n_embd]
+        let mut ids = vec![0.0; n * k];
+        cx.read(e.ids, &mut ids)?;
+        let mut x = vec![0.0; n * d];
+        cx.read(e.xb, &mut x)?;
+        self.clock += 1;
+
+        // slot_ids, mask: [n, k]; misses: (pair, expert)
+        let (mut slot_ids, mut mask) = (vec![0.0; n * k], vec![0.0; n * k]);
+        let mut misses = Vec::new();
+        for (i, &id) in ids.iter().enumerate() {
+            let ex = id as usize;
+            assert!(ex < self.n_expert, "expert id {id} of {}", self.n_expert);
+            match self.expert_slot[ex] {
+                Some(s) => {
+                    slot_ids[i] = s as f32;
+                    mask[i] = 1.0;
+                    self.last_used[s] = self.clock;
+                }
+                None => misses.push((i, ex)),
+            }
+        }
+        self.stats.hits += (n * k - misses.len()) as u64;
+        self.stats.pairs += (n * k) as u64;
+
+        // The misses on the host. up, gate, act: [m, n_ff_exp]; down: [m, n_embd].
+        let m = misses.len();
+        let (mut up, mut gate, mut act) = (vec![0.0; m * f], vec![0.0; m * f], vec![0.0; m * f]);
+        let mut down = vec![0.0; m * d];
+        if m > 0 {
+            let mut xs = Vec::with_capacity(m * d);
+            for &(i, _) in &misses {
+                let t = i / k;
+                xs.extend_from_slice(&x[t * d..(t + 1) * d]);
+            }
+            let mids: Vec<f32> = misses.iter().map(|&(_, ex)| ex as f32).collect();
+            let host_err = |err: cpu::CpuError| BackendError::Device {
+                backend: "cpu (experts)".into(),
+                message: err.to_string(),
+            };
+            let [hg, hu, hd] = &self.host;
+            let (t, ne) = (&*self.threads, self.n_expert);
+            cpu::matmul_id(t, view(hu), ne, &mids, 1, &xs, &mut up).map_err(host_err)?;
+            cpu::matmul_id(t, view(hg), ne, &mids, 1, &xs, &mut gate).map_err(host_err)?;
+            act.copy_from_slice(&gate);
+            cpu::glu(e.kind, &mut act, &up);
+            cpu::matmul_id(t, view(hd), ne, &mids, 1, &act, &mut down).map_err(host_err)?;
+        }
+        // missed: [n, k · n_embd], the misses' outputs in their pairs' places.
+        let mut missed = vec![0.0; n * k * d];
+        for (q, &(i, _)) in misses.iter().enumerate() {
+            missed[i * d..(i + 1) * d].copy_from_slice(&down[q * d..(q + 1) * d]);
+        }
+
+        // Taps of up, gate, the activation: [n, k · n_ff_exp].
+        let (shape, glu) = ([n, k * f], moe_glu_tap(e.kind));
+        match self.slots {
+            Some([sg, su, sd]) if m < n * k => {
+                let (sid, mk) = (self.bufs.slot_ids.first(n), self.bufs.mask.first(n));
+                cx.write(sid, &slot_ids)?;
+                cx.write(mk, &mask)?;
+                let ns = self.slot_expert.len();
+                cx.matmul_id(su, ns, sid, e.xb, e.up);
+                tap_merged(cx, "ffn_moe_up", shape, Some(e.up), &misses, &up)?;
+                cx.matmul_id(sg, ns, sid, e.xb, e.gate);
+                tap_merged(cx, "ffn_moe_gate", shape, Some(e.gate), &misses, &gate)?;
+                cx.glu(e.kind, e.gate, e.up);
+                tap_merged(cx, glu, shape, Some(e.gate), &misses, &act)?;
+                cx.matmul_id(sd, ns, sid, e.gate, e.out);
+                cx.mul_groups(e.out, mk);
+                if m > 0 {
+                    let ms = self.bufs.missed.first(n);
+                    cx.write(ms, &missed)?;
+                    cx.add(e.out, ms);
+                }
+            }
+            _ => {
+                tap_merged(cx, "ffn_moe_up", shape, None, &misses, &up)?;
+                tap_merged(cx, "ffn_moe_gate", shape, None, &misses, &gate)?;
+                tap_merged(cx, glu, shape, None, &misses, &act)?;
+                cx.write(e.out, &missed)?;
+            }
+        }
+        cx.tap("ffn_moe_down", e.out)?;
+        self.fill(&mut **cx, &misses)
+    }
+
+    /// Fills the slots with the experts `misses` wanted (see the module
+    /// docs for the policy).
+    fn fill(&mut self, gpu: &mut dyn Ops, misses: &[(usize, usize)]) -> Result<(), BackendError> {
+        let Some(slots) = self.slots else {
+            return Ok(());
+        };
+        let mut count: BTreeMap<usize, usize> = BTreeMap::new();
+        for &(_, ex) in misses {
+            *count.entry(ex).or_default() += 1;
+        }
+        let mut wanted: Vec<(usize, usize)> = count.into_iter().collect();
+        wanted.sort_by_key(|&(ex, c)| (std::cmp::Reverse(c), ex));
+        for (ex, _) in wanted {
+            let victim = (0..self.slot_expert.len())
+                .filter(|&s| self.last_used[s] < self.clock)
+                .min_by_key(|&s| (self.last_used[s], s));
+            let Some(s) = victim else { break };
+            self.expert_slot[self.slot_expert[s]] = None;
+            if !fault::active("expert-cache-stale") {
+                for (w, src) in slots.iter().zip(&self.host) {
+                    let (rows, rb) = (src.n_out() / src.matrices(), src.row_bytes());
+                    let bytes = &src.bytes()[ex * rows * rb..(ex + 1) * rows * rb];
+                    gpu.write_weight_rows(*w, s * rows, bytes)?;
+                }
+            }
+            self.slot_expert[s] = ex;
+            self.expert_slot[ex] = Some(s);
+            self.last_used[s] = self.clock;
+        }
+        Ok(())
+    }
+}
+
+/// Taps `name` (`[n, k · f]`) when the sink wants it: the device's values
+/// of `dev` (zeros without), with the host's `host` (`[m, f]`) in the
+/// places of `misses`.
+fn tap_merged(
+    cx: &mut Cx<'_, '_>,
+    name: &str,
+    shape: [usize; 2],
+    dev: Option<Act>,
+    misses: &[(usize, usize)],
+    host: &[f32],
+) -> Result<(), BackendError> {
+    if !cx.wants(name) {
+        return Ok(());
+    }
+    let mut all = vec![0.0; shape[0] * shape[1]];
+    if let Some(a) = dev {
+        cx.read(a, &mut all)?;
+    }
+    let f = host.len().checked_div(misses.len()).unwrap_or(0);
+    for (q, &(i, _)) in misses.iter().enumerate() {
+        all[i * f..(i + 1) * f].copy_from_slice(&host[q * f..(q + 1) * f]);
+    }
+    cx.tap_host(name, shape, &all);
+    Ok(())
+}
