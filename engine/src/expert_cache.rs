@@ -132,6 +132,16 @@ pub struct LayerCache {
     threads: Arc<Threads>,
 }
 
+/// The missed pairs' products on the host: `up`, `gate`, `act` (after the
+/// GLU) `[m, n_ff_exp]`, `down` `[m, n_embd]`, one row per miss.
+#[derive(Default)]
+struct HostPart {
+    up: Vec<f32>,
+    gate: Vec<f32>,
+    act: Vec<f32>,
+    down: Vec<f32>,
+}
+
 /// Experts `0..n` of a stacked weight, as a weight of `n` matrices.
 fn first_experts(src: &WeightSource, n: usize) -> WeightSource {
     let per = src.n_out() / src.matrices();
@@ -222,66 +232,102 @@ impl LayerCache {
         self.stats.hits += (n * k - misses.len()) as u64;
         self.stats.pairs += (n * k) as u64;
 
-        // The misses on the host. up, gate, act: [m, n_ff_exp]; down: [m, n_embd].
-        let m = misses.len();
-        let (mut up, mut gate, mut act) = (vec![0.0; m * f], vec![0.0; m * f], vec![0.0; m * f]);
-        let mut down = vec![0.0; m * d];
-        if m > 0 {
-            let mut xs = Vec::with_capacity(m * d);
-            for &(i, _) in &misses {
-                let t = i / k;
-                xs.extend_from_slice(&x[t * d..(t + 1) * d]);
-            }
-            let mids: Vec<f32> = misses.iter().map(|&(_, ex)| ex as f32).collect();
-            let host_err = |err: cpu::CpuError| BackendError::Device {
-                backend: "cpu (experts)".into(),
-                message: err.to_string(),
-            };
-            let [hg, hu, hd] = &self.host;
-            let (t, ne) = (&*self.threads, self.n_expert);
-            cpu::matmul_id(t, view(hu), ne, &mids, 1, &xs, &mut up).map_err(host_err)?;
-            cpu::matmul_id(t, view(hg), ne, &mids, 1, &xs, &mut gate).map_err(host_err)?;
-            act.copy_from_slice(&gate);
-            cpu::glu(e.kind, &mut act, &up);
-            cpu::matmul_id(t, view(hd), ne, &mids, 1, &act, &mut down).map_err(host_err)?;
+        // Taps of up, gate, the activation: [n, k · n_ff_exp]. When the
+        // sink wants any, the host's part comes first (the taps merge it);
+        // otherwise the device's part is submitted first and runs while the
+        // host multiplies the misses.
+        let (shape, glu) = ([n, k * f], moe_glu_tap(e.kind));
+        let traced = ["ffn_moe_up", "ffn_moe_gate", glu]
+            .iter()
+            .any(|name| cx.wants(name));
+        let mut host = None;
+        if traced {
+            host = Some(self.host_part(e.kind, &misses, &x, k, [d, f])?);
+        }
+        let on_device = self.slots.filter(|_| misses.len() < n * k);
+        if let Some([sg, su, sd]) = on_device {
+            let none = HostPart::default();
+            let h = host.as_ref().unwrap_or(&none);
+            let (sid, mk) = (self.bufs.slot_ids.first(n), self.bufs.mask.first(n));
+            cx.write(sid, &slot_ids)?;
+            cx.write(mk, &mask)?;
+            let ns = self.slot_expert.len();
+            cx.matmul_id(su, ns, sid, e.xb, e.up);
+            tap_merged(cx, "ffn_moe_up", shape, Some(e.up), &misses, &h.up)?;
+            cx.matmul_id(sg, ns, sid, e.xb, e.gate);
+            tap_merged(cx, "ffn_moe_gate", shape, Some(e.gate), &misses, &h.gate)?;
+            cx.glu(e.kind, e.gate, e.up);
+            tap_merged(cx, glu, shape, Some(e.gate), &misses, &h.act)?;
+            cx.matmul_id(sd, ns, sid, e.gate, e.out);
+            cx.mul_groups(e.out, mk);
+            cx.submit()?;
+        }
+        let h = match host {
+            Some(h) => h,
+            None => self.host_part(e.kind, &misses, &x, k, [d, f])?,
+        };
+        if on_device.is_none() {
+            tap_merged(cx, "ffn_moe_up", shape, None, &misses, &h.up)?;
+            tap_merged(cx, "ffn_moe_gate", shape, None, &misses, &h.gate)?;
+            tap_merged(cx, glu, shape, None, &misses, &h.act)?;
         }
         // missed: [n, k · n_embd], the misses' outputs in their pairs' places.
         let mut missed = vec![0.0; n * k * d];
         for (q, &(i, _)) in misses.iter().enumerate() {
-            missed[i * d..(i + 1) * d].copy_from_slice(&down[q * d..(q + 1) * d]);
+            missed[i * d..(i + 1) * d].copy_from_slice(&h.down[q * d..(q + 1) * d]);
         }
-
-        // Taps of up, gate, the activation: [n, k · n_ff_exp].
-        let (shape, glu) = ([n, k * f], moe_glu_tap(e.kind));
-        match self.slots {
-            Some([sg, su, sd]) if m < n * k => {
-                let (sid, mk) = (self.bufs.slot_ids.first(n), self.bufs.mask.first(n));
-                cx.write(sid, &slot_ids)?;
-                cx.write(mk, &mask)?;
-                let ns = self.slot_expert.len();
-                cx.matmul_id(su, ns, sid, e.xb, e.up);
-                tap_merged(cx, "ffn_moe_up", shape, Some(e.up), &misses, &up)?;
-                cx.matmul_id(sg, ns, sid, e.xb, e.gate);
-                tap_merged(cx, "ffn_moe_gate", shape, Some(e.gate), &misses, &gate)?;
-                cx.glu(e.kind, e.gate, e.up);
-                tap_merged(cx, glu, shape, Some(e.gate), &misses, &act)?;
-                cx.matmul_id(sd, ns, sid, e.gate, e.out);
-                cx.mul_groups(e.out, mk);
-                if m > 0 {
-                    let ms = self.bufs.missed.first(n);
-                    cx.write(ms, &missed)?;
-                    cx.add(e.out, ms);
-                }
+        match on_device {
+            None => cx.write(e.out, &missed)?,
+            Some(_) if !misses.is_empty() => {
+                let ms = self.bufs.missed.first(n);
+                cx.write(ms, &missed)?;
+                cx.add(e.out, ms);
             }
-            _ => {
-                tap_merged(cx, "ffn_moe_up", shape, None, &misses, &up)?;
-                tap_merged(cx, "ffn_moe_gate", shape, None, &misses, &gate)?;
-                tap_merged(cx, glu, shape, None, &misses, &act)?;
-                cx.write(e.out, &missed)?;
-            }
+            Some(_) => {}
         }
         cx.tap("ffn_moe_down", e.out)?;
         self.fill(&mut **cx, &misses)
+    }
+
+    /// The missed (pair, expert)s multiplied on the host, from `x` `[n,
+    /// n_embd]` with `k` pairs a row; `[d, f]` is `[n_embd, n_ff_exp]`.
+    fn host_part(
+        &self,
+        kind: crate::ops::GluKind,
+        misses: &[(usize, usize)],
+        x: &[f32],
+        k: usize,
+        [d, f]: [usize; 2],
+    ) -> Result<HostPart, BackendError> {
+        let m = misses.len();
+        let mut h = HostPart {
+            up: vec![0.0; m * f],
+            gate: vec![0.0; m * f],
+            act: vec![0.0; m * f],
+            down: vec![0.0; m * d],
+        };
+        if m == 0 {
+            return Ok(h);
+        }
+        // xs: [m, n_embd], each miss's row; mids: [m] its expert.
+        let mut xs = Vec::with_capacity(m * d);
+        for &(i, _) in misses {
+            let t = i / k;
+            xs.extend_from_slice(&x[t * d..(t + 1) * d]);
+        }
+        let mids: Vec<f32> = misses.iter().map(|&(_, ex)| ex as f32).collect();
+        let host_err = |err: cpu::CpuError| BackendError::Device {
+            backend: "cpu (experts)".into(),
+            message: err.to_string(),
+        };
+        let [hg, hu, hd] = &self.host;
+        let (t, ne) = (&*self.threads, self.n_expert);
+        cpu::matmul_id(t, view(hu), ne, &mids, 1, &xs, &mut h.up).map_err(host_err)?;
+        cpu::matmul_id(t, view(hg), ne, &mids, 1, &xs, &mut h.gate).map_err(host_err)?;
+        h.act.copy_from_slice(&h.gate);
+        cpu::glu(kind, &mut h.act, &h.up);
+        cpu::matmul_id(t, view(hd), ne, &mids, 1, &h.act, &mut h.down).map_err(host_err)?;
+        Ok(h)
     }
 
     /// Fills the slots with the experts `misses` wanted (see the module

@@ -463,6 +463,14 @@ pub trait Ops: Send {
     /// Copies host data into `dst` (`src.len() == dst.len()`).
     fn write(&mut self, dst: Act, src: &[f32]) -> Result<(), BackendError>;
 
+    /// Starts the work recorded so far without waiting for it, so that the
+    /// host can compute meanwhile; ops recorded afterwards run after it. A
+    /// backend that runs ops when they are called (the CPU) has nothing to
+    /// start.
+    fn submit(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// Copies `src` to the host (`dst.len() == src.len()`), after all
     /// recorded work has finished.
     fn read(&mut self, src: Act, dst: &mut [f32]) -> Result<(), BackendError>;

@@ -116,3 +116,40 @@ fn the_plan_counts_slots_instead_of_experts() {
     let mib = gpu_bytes(Some(CacheSize::MiB(1)));
     assert!(mib.weights <= zero.weights + (1 << 20) + (1 << 16), "{mib:?}");
 }
+
+/// Layer 0's expert taps of a 9-token prefill.
+fn taps(m: &Arc<Model>, cache: Option<CacheSize>) -> Vec<engine::trace::Recorded> {
+    let toks: Vec<u32> = (0..9).map(|i| 100 + 37 * i).collect();
+    let cfg = SessionConfig::default();
+    let (mut s, _) = Session::on_devices(Arc::clone(m), &request(-1, cache), &cfg).unwrap();
+    let mut rec = engine::trace::Recorder::filtered(|name, layer| {
+        layer == Some(0) && name.starts_with("ffn_moe_")
+    });
+    s.forward(&toks, Outputs::Last, Some(&mut rec)).unwrap();
+    assert!(s.devices().validation_messages().is_empty());
+    rec.taps
+}
+
+#[test]
+fn expert_taps_are_assembled_from_both_devices() {
+    let m = Arc::new(Model::load(Path::new(&model_path("synth-qwen3moe.gguf"))).unwrap());
+    let gpu = taps(&m, None);
+    for cache in [0, 16, 32] {
+        let got = taps(&m, Some(CacheSize::Slots(cache)));
+        for name in ["ffn_moe_up", "ffn_moe_gate", "ffn_moe_swiglu", "ffn_moe_down", "ffn_moe_out"] {
+            let find = |v: &[engine::trace::Recorded]| {
+                v.iter()
+                    .find(|t| t.name == name)
+                    .unwrap_or_else(|| panic!("{cache} slots: no {name}"))
+                    .clone()
+            };
+            let (want, have) = (find(&gpu), find(&got));
+            assert_eq!(want.shape, have.shape, "{cache} slots: {name}");
+            let e = nmse(&want.data, &have.data);
+            assert!(e < 2.5e-3, "{cache} slots: {name} NMSE {e:e}");
+            if cache == 32 {
+                assert_eq!(want.data, have.data, "{name}: a full cache is the GPU path");
+            }
+        }
+    }
+}

@@ -33,6 +33,7 @@ use std::ops::Range;
 
 use super::{
     Buffer, BufferKind, Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader,
+    Submission,
 };
 use super::{VkError, VkResult};
 use crate::ggml_type::GgmlType;
@@ -175,6 +176,9 @@ pub struct VulkanStats {
 
 /// The Vulkan backend. See the module docs.
 pub struct VulkanBackend {
+    /// Work submitted by [`Ops::submit`] and not yet waited for. First
+    /// field: dropped (which waits for it) before the buffers it uses.
+    pending: Option<Submission<'static>>,
     ctx: Context,
     slots: Vec<Slot>,
     weights: Vec<GpuWeight>,
@@ -218,6 +222,7 @@ impl VulkanBackend {
         let budget = ctx.limits().device_local_bytes;
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind);
         VulkanBackend {
+            pending: None,
             ctx,
             slots: (0..FIRST_TENSOR).map(|_| empty()).collect(),
             weights: Vec::new(),
@@ -469,7 +474,15 @@ impl VulkanBackend {
             self.staged.clear();
             return Err(e);
         }
-        recorder::flush(self, read).map_err(|e| self.err(e))
+        recorder::flush(self, read, true).map_err(|e| self.err(e))
+    }
+
+    /// Waits for the work [`Ops::submit`] started, if any.
+    fn wait_pending(&mut self) -> Result<(), BackendError> {
+        if let Some(mut p) = self.pending.take() {
+            p.wait().map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 
     /// Checks every sentinel tail; `Err` lists the buffers whose tail
@@ -524,6 +537,7 @@ impl Ops for VulkanBackend {
     }
 
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
+        self.wait_pending()?;
         if !op_matmul::supports(w.ty()) {
             return Err(BackendError::UnsupportedWeight {
                 backend: self.name(),
@@ -662,6 +676,15 @@ impl Ops for VulkanBackend {
             return Err(e);
         }
         Ok(())
+    }
+
+    fn submit(&mut self) -> Result<(), BackendError> {
+        if let Some(e) = self.error.take() {
+            self.cmds.clear();
+            self.staged.clear();
+            return Err(e);
+        }
+        recorder::flush(self, None, false).map_err(|e| self.err(e))
     }
 
     fn read(&mut self, src: Act, dst: &mut [f32]) -> Result<(), BackendError> {
