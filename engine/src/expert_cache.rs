@@ -49,7 +49,9 @@ impl FromStr for CacheSize {
     type Err = String;
 
     fn from_str(s: &str) -> Result<CacheSize, String> {
-        let bad = || format!("invalid --moe-cache {s:?}: expected a slot count per layer (8) or MiB for all layers (512MiB)");
+        let bad = || {
+            format!("invalid --moe-cache {s:?}: expected a slot count per layer (8) or MiB for all layers (512MiB)")
+        };
         match s.strip_suffix("MiB") {
             Some(n) => n.parse().map(CacheSize::MiB).map_err(|_| bad()),
             None => s.parse().map(CacheSize::Slots).map_err(|_| bad()),

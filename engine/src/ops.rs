@@ -450,7 +450,12 @@ pub trait Ops: Send {
     /// before it and before every op recorded after it, like
     /// [`Ops::write`]: the expert slots of [`crate::expert_cache`]. A
     /// backend that reads its weights where they lie (the CPU) refuses.
-    fn write_weight_rows(&mut self, w: Weight, row0: usize, bytes: &[u8]) -> Result<(), BackendError> {
+    fn write_weight_rows(
+        &mut self,
+        w: Weight,
+        row0: usize,
+        bytes: &[u8],
+    ) -> Result<(), BackendError> {
         let _ = (w, row0, bytes);
         Err(BackendError::Device {
             backend: self.name(),

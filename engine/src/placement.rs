@@ -145,7 +145,11 @@ impl Placement {
             Some(g) if d == Side::Gpu as usize => &g[l],
             _ => &m.layers[l],
         };
-        let layers = self.layers.iter().enumerate().map(|(l, &d)| (d, on_gpu(d, l)));
+        let layers = self
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(l, &d)| (d, on_gpu(d, l)));
         let stages = [(self.embed, &m.embed), (self.head, &m.head)]
             .into_iter()
             .chain(layers);
@@ -328,7 +332,12 @@ impl ModelBytes {
     /// The same with GPU layers holding `n_slots` expert slots instead of
     /// their experts (each slot weight with [`BUFFER_SLACK`]) and the
     /// cache's buffers for `n_batch` rows.
-    pub fn with_expert_slots(mut self, model: &Model, n_slots: usize, n_batch: usize) -> ModelBytes {
+    pub fn with_expert_slots(
+        mut self,
+        model: &Model,
+        n_slots: usize,
+        n_batch: usize,
+    ) -> ModelBytes {
         let Some(moe) = model.hparams().moe else {
             return self;
         };
@@ -341,7 +350,10 @@ impl ModelBytes {
                     .filter_map(|(role, i)| {
                         let slots = |i: &crate::gguf::TensorInfo| {
                             let b = i.n_bytes / moe.n_expert as u64 * n_slots as u64;
-                            (format!("{} slots", i.name), b.div_ceil(4) * 4 + BUFFER_SLACK)
+                            (
+                                format!("{} slots", i.name),
+                                b.div_ceil(4) * 4 + BUFFER_SLACK,
+                            )
                         };
                         match role.is_expert_matrix() {
                             true if n_slots == 0 => None,
@@ -522,7 +534,9 @@ impl Devices {
         let n_gpu = gpu_layer_count(req.gpu_layers, n_layer)?;
         let table = Placement::gpu_split(n_layer, n_gpu, req.fixed_on);
         let expert_slots = match (req.moe_cache, model.hparams().moe) {
-            (Some(c), Some(m)) if n_gpu > 0 => Some(c.slots(m.n_expert, expert_bytes(model), n_gpu)),
+            (Some(c), Some(m)) if n_gpu > 0 => {
+                Some(c.slots(m.n_expert, expert_bytes(model), n_gpu))
+            }
             _ => None,
         };
         let model_bytes = |model: &Model| {
@@ -658,7 +672,11 @@ impl Devices {
 
     /// Hits and pairs of every cached layer so far.
     pub fn expert_stats(&self) -> Vec<LayerStats> {
-        self.caches.iter().flatten().map(LayerCache::stats).collect()
+        self.caches
+            .iter()
+            .flatten()
+            .map(LayerCache::stats)
+            .collect()
     }
 
     /// The backend that runs `stage`, and the layer's expert slot cache.

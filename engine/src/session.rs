@@ -146,7 +146,11 @@ impl Session {
         }
         let (n_ctx, n_batch) = cfg.shape(&hp)?;
 
-        let (global, layers, host_experts) = upload(&model, &mut devices)?;
+        let Uploaded {
+            global,
+            layers,
+            host_experts,
+        } = upload(&model, &mut devices)?;
         let weights = ArchWeights::new(&model, &global, &layers);
 
         devices.alloc_hidden(n_batch, hp.n_embd)?;
@@ -300,16 +304,21 @@ impl Session {
 /// them.
 type HostExperts = Vec<Option<[WeightSource; 3]>>;
 
+/// What [`upload`] prepared: the whole-model handles, each layer's, and
+/// the experts left on the host.
+struct Uploaded {
+    global: RoleMap<Weight>,
+    layers: Vec<RoleMap<Weight>>,
+    host_experts: HostExperts,
+}
+
 /// Prepares every weight on the device that uses it: token_embd where the
 /// embedding runs, output_norm and output where the head runs, each layer's
 /// tensors where the layer runs, except the experts of a layer that caches
 /// them ([`Devices::cached_slots`]), which stay mapped on the host. A
 /// tensor needed on a device twice (a tied head on the embedding's device)
 /// is prepared once.
-fn upload(
-    model: &Model,
-    devices: &mut Devices,
-) -> Result<(RoleMap<Weight>, Vec<RoleMap<Weight>>, HostExperts), BackendError> {
+fn upload(model: &Model, devices: &mut Devices) -> Result<Uploaded, BackendError> {
     use crate::model::Role;
     let file = model.file();
     let table = model.tensors();
@@ -350,7 +359,11 @@ fn upload(
         }));
         layers.push(RoleMap::new(format!("layer {l}"), m));
     }
-    Ok((RoleMap::new("model", global), layers, host))
+    Ok(Uploaded {
+        global: RoleMap::new("model", global),
+        layers,
+        host_experts: host,
+    })
 }
 
 /// The expert slot caches of the layers that have host experts, on the

@@ -38,7 +38,8 @@ fn request(gpu_layers: i64, moe_cache: Option<CacheSize>) -> GpuRequest {
 fn run(m: &Arc<Model>, gpu_layers: i64, cache: Option<CacheSize>) -> (Vec<f32>, Vec<LayerStats>) {
     let toks: Vec<u32> = (0..9).map(|i| 100 + 37 * i).collect();
     let cfg = SessionConfig::default();
-    let (mut s, plan) = Session::on_devices(Arc::clone(m), &request(gpu_layers, cache), &cfg).unwrap();
+    let (mut s, plan) =
+        Session::on_devices(Arc::clone(m), &request(gpu_layers, cache), &cfg).unwrap();
     let mut out = s.forward(&toks, Outputs::All, None).unwrap().to_vec();
     for t in [17, 401, 17] {
         out.extend_from_slice(s.decode(t).unwrap());
@@ -69,23 +70,36 @@ fn the_cache_size_changes_where_experts_run_not_the_logits() {
     let (full, stats) = run(&m, -1, Some(CacheSize::Slots(32)));
     assert_eq!(stats.len(), n_layer);
     for s in &stats {
-        assert_eq!((s.slots, s.hits, s.pairs), (32, s.pairs, (9 + 3) * 8), "{s:?}");
+        assert_eq!(
+            (s.slots, s.hits, s.pairs),
+            (32, s.pairs, (9 + 3) * 8),
+            "{s:?}"
+        );
     }
     assert_eq!(full, gpu, "a full cache is the GPU path");
 
     // No slots: every expert on the host.
     let (zero, stats) = run(&m, -1, Some(CacheSize::Slots(0)));
-    assert!(stats.iter().all(|s| s.hits == 0 && s.pairs == 96), "{stats:?}");
+    assert!(
+        stats.iter().all(|s| s.hits == 0 && s.pairs == 96),
+        "{stats:?}"
+    );
     // Half: some of each, slots refilled as experts are missed.
     let (half, stats) = run(&m, -1, Some(CacheSize::Slots(16)));
-    let (hits, pairs) = stats.iter().fold((0, 0), |(h, p), s| (h + s.hits, p + s.pairs));
+    let (hits, pairs) = stats
+        .iter()
+        .fold((0, 0), |(h, p), s| (h + s.hits, p + s.pairs));
     eprintln!("16 of 32 slots: {hits} of {pairs} hits");
     assert!(0 < hits && hits < pairs, "{stats:?}");
     // A hybrid with the cache: layer 0 cached on the GPU, the rest on the CPU.
     let (hybrid, stats) = run(&m, 1, Some(CacheSize::Slots(8)));
     assert_eq!(stats.len(), 1);
 
-    for (what, got) in [("0 slots", &zero), ("16 slots", &half), ("-g 1, 8 slots", &hybrid)] {
+    for (what, got) in [
+        ("0 slots", &zero),
+        ("16 slots", &half),
+        ("-g 1, 8 slots", &hybrid),
+    ] {
         let (eg, ec) = (nmse(&gpu, got), nmse(&cpu, got));
         eprintln!("{what}: logits NMSE vs GPU {eg:.2e}, vs CPU {ec:.2e}");
         // The limit of vulkan_hybrid.rs (CPU against GPU products).
@@ -114,7 +128,10 @@ fn the_plan_counts_slots_instead_of_experts() {
     assert!(full.weights >= plain.weights && full.weights < plain.weights + (1 << 16));
     // In MiB: the slots that fit in 1 MiB for all layers.
     let mib = gpu_bytes(Some(CacheSize::MiB(1)));
-    assert!(mib.weights <= zero.weights + (1 << 20) + (1 << 16), "{mib:?}");
+    assert!(
+        mib.weights <= zero.weights + (1 << 20) + (1 << 16),
+        "{mib:?}"
+    );
 }
 
 /// Layer 0's expert taps of a 9-token prefill.
@@ -136,7 +153,13 @@ fn expert_taps_are_assembled_from_both_devices() {
     let gpu = taps(&m, None);
     for cache in [0, 16, 32] {
         let got = taps(&m, Some(CacheSize::Slots(cache)));
-        for name in ["ffn_moe_up", "ffn_moe_gate", "ffn_moe_swiglu", "ffn_moe_down", "ffn_moe_out"] {
+        for name in [
+            "ffn_moe_up",
+            "ffn_moe_gate",
+            "ffn_moe_swiglu",
+            "ffn_moe_down",
+            "ffn_moe_out",
+        ] {
             let find = |v: &[engine::trace::Recorded]| {
                 v.iter()
                     .find(|t| t.name == name)

@@ -136,8 +136,15 @@ impl DeviceArgs {
                 100.0 * s.hit_rate()
             );
         }
-        let all = if pairs == 0 { 1.0 } else { hits as f64 / pairs as f64 };
-        eprintln!("experts: all layers: {hits} of {pairs} hits ({:.1}%)", 100.0 * all);
+        let all = if pairs == 0 {
+            1.0
+        } else {
+            hits as f64 / pairs as f64
+        };
+        eprintln!(
+            "experts: all layers: {hits} of {pairs} hits ({:.1}%)",
+            100.0 * all
+        );
     }
 
     /// With `--validate`: prints the validation-message count and fails

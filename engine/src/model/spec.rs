@@ -67,7 +67,10 @@ impl Role {
     /// The stacked expert matrices (gate, up, down), which an expert slot
     /// cache keeps on the host ([`crate::expert_cache`]).
     pub fn is_expert_matrix(self) -> bool {
-        matches!(self, Role::FfnGateExps | Role::FfnUpExps | Role::FfnDownExps)
+        matches!(
+            self,
+            Role::FfnGateExps | Role::FfnUpExps | Role::FfnDownExps
+        )
     }
 }
 

@@ -107,7 +107,9 @@ impl Cx<'_, '_> {
 
     /// Whether the sink wants `name` at this layer.
     pub fn wants(&self, name: &str) -> bool {
-        self.sink.as_deref().is_some_and(|s| s.wants(name, self.layer))
+        self.sink
+            .as_deref()
+            .is_some_and(|s| s.wants(name, self.layer))
     }
 
     /// Hands `x` to the sink as `name` (llama.cpp's spelling). Without a

@@ -588,7 +588,12 @@ impl Ops for VulkanBackend {
         Ok(Weight(self.weights.len() as u32 - 1))
     }
 
-    fn write_weight_rows(&mut self, w: Weight, row0: usize, bytes: &[u8]) -> Result<(), BackendError> {
+    fn write_weight_rows(
+        &mut self,
+        w: Weight,
+        row0: usize,
+        bytes: &[u8],
+    ) -> Result<(), BackendError> {
         let gw = &self.weights[w.0 as usize];
         let rb = gw.row_bytes;
         assert!(

@@ -201,7 +201,9 @@ pub(super) fn flush(
         // waits for `pending` first, as does every other use of the queue's
         // results (`read`, `check_sentinels`, `upload`).
         b.pending = Some(unsafe {
-            std::mem::transmute::<crate::vulkan::Submission<'_>, crate::vulkan::Submission<'static>>(sub)
+            std::mem::transmute::<crate::vulkan::Submission<'_>, crate::vulkan::Submission<'static>>(
+                sub,
+            )
         });
     }
     b.stats.submissions += 1;
