@@ -122,16 +122,88 @@ pub struct LayerCache {
     host: [WeightSource; 3],
     /// The same on the device with `n_slots` matrices each (none for 0).
     slots: Option<[Weight; 3]>,
+    table: SlotTable,
+    bufs: CacheBufs,
+    threads: Arc<Threads>,
+}
+
+/// Which expert each slot holds, and the policy that refills them (see
+/// the module docs); no device involved.
+#[derive(Clone, Debug)]
+pub struct SlotTable {
     /// `[n_slots]`: the expert each slot holds.
     slot_expert: Vec<usize>,
     /// `[n_expert]`: the slot holding each expert.
     expert_slot: Vec<Option<usize>>,
-    /// `[n_slots]`: the step that last used each slot.
+    /// `[n_slots]`: the step that last used each slot (0: none yet).
     last_used: Vec<u64>,
     /// Steps so far.
     clock: u64,
-    bufs: CacheBufs,
-    threads: Arc<Threads>,
+}
+
+impl SlotTable {
+    /// `n_slots` slots (at most `n_expert`) holding experts `0..n_slots`.
+    pub fn new(n_expert: usize, n_slots: usize) -> SlotTable {
+        assert!(
+            n_slots <= n_expert,
+            "{n_slots} slots for {n_expert} experts"
+        );
+        let mut expert_slot = vec![None; n_expert];
+        for (s, e) in expert_slot.iter_mut().take(n_slots).enumerate() {
+            *e = Some(s);
+        }
+        SlotTable {
+            slot_expert: (0..n_slots).collect(),
+            expert_slot,
+            last_used: vec![0; n_slots],
+            clock: 0,
+        }
+    }
+
+    pub fn n_slots(&self) -> usize {
+        self.slot_expert.len()
+    }
+
+    /// Starts a step: lookups from here on count as its uses.
+    pub fn begin_step(&mut self) {
+        self.clock += 1;
+    }
+
+    /// The slot holding `expert`, marked used by this step.
+    pub fn lookup(&mut self, expert: usize) -> Option<usize> {
+        let s = self.expert_slot[expert]?;
+        self.last_used[s] = self.clock;
+        Some(s)
+    }
+
+    /// After a step that missed `missed` (one entry per pair): the
+    /// experts to load, as (slot, expert), most-missed first (ties: lower
+    /// id), each into the least recently used slot this step has not used
+    /// (ties: lower slot); the table already says they are there.
+    pub fn refill(&mut self, missed: &[usize]) -> Vec<(usize, usize)> {
+        let mut count: BTreeMap<usize, usize> = BTreeMap::new();
+        for &ex in missed {
+            *count.entry(ex).or_default() += 1;
+        }
+        let mut wanted: Vec<(usize, usize)> = count.into_iter().collect();
+        wanted.sort_by_key(|&(ex, c)| (std::cmp::Reverse(c), ex));
+        let mut out = Vec::new();
+        for (ex, _) in wanted {
+            if self.expert_slot[ex].is_some() {
+                continue;
+            }
+            let victim = (0..self.n_slots())
+                .filter(|&s| self.last_used[s] < self.clock)
+                .min_by_key(|&s| (self.last_used[s], s));
+            let Some(s) = victim else { break };
+            self.expert_slot[self.slot_expert[s]] = None;
+            self.slot_expert[s] = ex;
+            self.expert_slot[ex] = Some(s);
+            self.last_used[s] = self.clock;
+            out.push((s, ex));
+        }
+        out
+    }
 }
 
 /// The missed pairs' products on the host: `up`, `gate`, `act` (after the
@@ -177,10 +249,6 @@ impl LayerCache {
                 gpu.upload(&first_experts(&host[2], n))?,
             ]),
         };
-        let mut expert_slot = vec![None; n_expert];
-        for (s, e) in expert_slot.iter_mut().take(n_slots).enumerate() {
-            *e = Some(s);
-        }
         Ok(LayerCache {
             stats: LayerStats {
                 layer,
@@ -190,10 +258,7 @@ impl LayerCache {
             n_expert,
             host,
             slots,
-            slot_expert: (0..n_slots).collect(),
-            expert_slot,
-            last_used: vec![0; n_slots],
-            clock: 0,
+            table: SlotTable::new(n_expert, n_slots),
             bufs,
             threads,
         })
@@ -214,7 +279,7 @@ impl LayerCache {
         cx.read(e.ids, &mut ids)?;
         let mut x = vec![0.0; n * d];
         cx.read(e.xb, &mut x)?;
-        self.clock += 1;
+        self.table.begin_step();
 
         // slot_ids, mask: [n, k]; misses: (pair, expert)
         let (mut slot_ids, mut mask) = (vec![0.0; n * k], vec![0.0; n * k]);
@@ -222,11 +287,10 @@ impl LayerCache {
         for (i, &id) in ids.iter().enumerate() {
             let ex = id as usize;
             assert!(ex < self.n_expert, "expert id {id} of {}", self.n_expert);
-            match self.expert_slot[ex] {
+            match self.table.lookup(ex) {
                 Some(s) => {
                     slot_ids[i] = s as f32;
                     mask[i] = 1.0;
-                    self.last_used[s] = self.clock;
                 }
                 None => misses.push((i, ex)),
             }
@@ -253,7 +317,7 @@ impl LayerCache {
             let (sid, mk) = (self.bufs.slot_ids.first(n), self.bufs.mask.first(n));
             cx.write(sid, &slot_ids)?;
             cx.write(mk, &mask)?;
-            let ns = self.slot_expert.len();
+            let ns = self.table.n_slots();
             cx.matmul_id(su, ns, sid, e.xb, e.up);
             tap_merged(cx, "ffn_moe_up", shape, Some(e.up), &misses, &h.up)?;
             cx.matmul_id(sg, ns, sid, e.xb, e.gate);
@@ -338,28 +402,16 @@ impl LayerCache {
         let Some(slots) = self.slots else {
             return Ok(());
         };
-        let mut count: BTreeMap<usize, usize> = BTreeMap::new();
-        for &(_, ex) in misses {
-            *count.entry(ex).or_default() += 1;
-        }
-        let mut wanted: Vec<(usize, usize)> = count.into_iter().collect();
-        wanted.sort_by_key(|&(ex, c)| (std::cmp::Reverse(c), ex));
-        for (ex, _) in wanted {
-            let victim = (0..self.slot_expert.len())
-                .filter(|&s| self.last_used[s] < self.clock)
-                .min_by_key(|&s| (self.last_used[s], s));
-            let Some(s) = victim else { break };
-            self.expert_slot[self.slot_expert[s]] = None;
-            if !fault::active("expert-cache-stale") {
-                for (w, src) in slots.iter().zip(&self.host) {
-                    let (rows, rb) = (src.n_out() / src.matrices(), src.row_bytes());
-                    let bytes = &src.bytes()[ex * rows * rb..(ex + 1) * rows * rb];
-                    gpu.write_weight_rows(*w, s * rows, bytes)?;
-                }
+        let missed: Vec<usize> = misses.iter().map(|&(_, ex)| ex).collect();
+        for (slot, ex) in self.table.refill(&missed) {
+            if fault::active("expert-cache-stale") {
+                continue;
             }
-            self.slot_expert[s] = ex;
-            self.expert_slot[ex] = Some(s);
-            self.last_used[s] = self.clock;
+            for (w, src) in slots.iter().zip(&self.host) {
+                let (rows, rb) = (src.n_out() / src.matrices(), src.row_bytes());
+                let bytes = &src.bytes()[ex * rows * rb..(ex + 1) * rows * rb];
+                gpu.write_weight_rows(*w, slot * rows, bytes)?;
+            }
         }
         Ok(())
     }
@@ -389,4 +441,63 @@ fn tap_merged(
     }
     cx.tap_host(name, shape, &all);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_size_parses_and_gives_slots() {
+        assert_eq!("8".parse(), Ok(CacheSize::Slots(8)));
+        assert_eq!("512MiB".parse(), Ok(CacheSize::MiB(512)));
+        for bad in ["", "-1", "8MB", "MiB", "1.5"] {
+            let e = bad.parse::<CacheSize>().unwrap_err();
+            assert!(e.contains("--moe-cache") && !e.contains('\n'), "{e}");
+        }
+        assert_eq!(CacheSize::Slots(99).slots(32, 1000, 4), 32);
+        // 1 MiB over 2 layers: 524288 bytes a layer, 5 experts of 100000.
+        assert_eq!(CacheSize::MiB(1).slots(32, 100_000, 2), 5);
+        assert_eq!(CacheSize::MiB(64).slots(32, 100_000, 2), 32);
+        assert_eq!(CacheSize::MiB(0).slots(32, 100_000, 2), 0);
+    }
+
+    #[test]
+    fn slots_refill_least_recently_used_first() {
+        let mut t = SlotTable::new(8, 3);
+        // Step 1 uses experts 0 and 2 and misses 5 (twice) and 7.
+        t.begin_step();
+        assert_eq!(
+            (t.lookup(0), t.lookup(2), t.lookup(5)),
+            (Some(0), Some(2), None)
+        );
+        // Only slot 1 is free of this step's use: 5 (missed more) gets it.
+        assert_eq!(t.refill(&[5, 7, 5]), [(1, 5)]);
+        assert_eq!(t.lookup(5), Some(1));
+        assert_eq!(t.lookup(1), None);
+        // Step 2 uses 5; slots 0 and 2 were used by step 1, 0 first.
+        t.begin_step();
+        assert_eq!(t.lookup(5), Some(1));
+        assert_eq!(t.refill(&[7, 6]), [(0, 6), (2, 7)]);
+        // Step 3 uses nothing: a refill counts as a use, so all three were
+        // last used by step 2; the tie goes to the lower slot.
+        t.begin_step();
+        assert_eq!(t.refill(&[3]), [(0, 3)]);
+        assert_eq!(
+            (t.lookup(3), t.lookup(5), t.lookup(6)),
+            (Some(0), Some(1), None)
+        );
+        // No slots: nothing ever held.
+        let mut z = SlotTable::new(8, 0);
+        z.begin_step();
+        assert_eq!((z.lookup(0), z.refill(&[0, 1])), (None, vec![]));
+    }
+
+    #[test]
+    fn a_full_table_always_hits() {
+        let mut t = SlotTable::new(4, 4);
+        t.begin_step();
+        assert!((0..4).all(|e| t.lookup(e) == Some(e)));
+        assert!(t.refill(&[]).is_empty());
+    }
 }
