@@ -393,6 +393,9 @@ pub struct Plan {
     pub bytes: Vec<DeviceBytes>,
     /// Per device: its memory limit (the GPU's device-local bytes).
     pub limits: Vec<Option<u64>>,
+    /// With `--moe-cache`: the GPU layers' expert slots each (their
+    /// experts stay on the host).
+    pub expert_slots: Option<usize>,
 }
 
 fn mib(b: u64) -> String {
@@ -416,6 +419,9 @@ impl fmt::Display for Plan {
             )?;
             if let Some(limit) = self.limits[d] {
                 write!(f, " of {}", mib(limit))?;
+                if let Some(n) = self.expert_slots {
+                    write!(f, "; experts on the host, {n} slots a layer here")?;
+                }
             }
             if d + 1 < self.names.len() {
                 writeln!(f)?;
@@ -602,6 +608,7 @@ impl Devices {
             names,
             bytes: per_dev,
             limits,
+            expert_slots,
         };
         let mut devices = Devices::new(backends, placement);
         devices.expert_slots = expert_slots;
