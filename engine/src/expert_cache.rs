@@ -20,6 +20,10 @@
 //! where an expert is multiplied, never what: outputs differ between cache
 //! sizes only as the CPU's products differ from the GPU's.
 //!
+//! With a slot for every expert the slots are the experts (slot `e` holds
+//! expert `e` for good) and the layer runs as without a cache: no
+//! read-back.
+//!
 //! Policy: the slots start with experts `0..n_slots`. After each step the
 //! experts it missed are filled in, most-routed first (ties: lower id),
 //! each into the least recently used slot that the step did not use; what
@@ -33,7 +37,7 @@ use std::sync::Arc;
 
 use crate::cpu::{self, Threads, WeightView};
 use crate::fault;
-use crate::model::moe::{moe_glu_tap, Experts};
+use crate::model::moe::{self, moe_glu_tap, ExpertWeights, Experts};
 use crate::model::Cx;
 use crate::ops::{Act, BackendError, Ops, Weight, WeightSource};
 
@@ -274,6 +278,15 @@ impl LayerCache {
     pub fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError> {
         let (n, k) = (e.ids.rows(), e.ids.width());
         let (d, f) = (e.out.width() / k, e.up.width() / k);
+        if let Some([gate, up, down]) = self.slots.filter(|_| self.table.n_slots() == self.n_expert)
+        {
+            // Every expert in its own slot for good (slot e holds expert e,
+            // nothing is ever refilled): the plain products, no read-back.
+            self.stats.hits += (n * k) as u64;
+            self.stats.pairs += (n * k) as u64;
+            let w = Some(ExpertWeights { gate, up, down });
+            return moe::experts(cx, &Experts { w, ..*e });
+        }
         // ids: [n, k]; x: [n, n_embd]
         let mut ids = vec![0.0; n * k];
         cx.read(e.ids, &mut ids)?;
