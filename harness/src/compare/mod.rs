@@ -82,7 +82,10 @@ impl Path {
             gpu_layers: match self {
                 Path::Cpu => 0,
                 Path::Gpu | Path::Cached { layers: None, .. } => -1,
-                Path::Hybrid(n) | Path::Cached { layers: Some(n), .. } => *n as i64,
+                Path::Hybrid(n)
+                | Path::Cached {
+                    layers: Some(n), ..
+                } => *n as i64,
             },
             fixed_on: None,
             threads: cfg.threads,
@@ -195,7 +198,10 @@ impl fmt::Display for Path {
             Path::Cpu => f.write_str("cpu"),
             Path::Gpu => f.write_str("gpu"),
             Path::Hybrid(n) => write!(f, "hybrid:{n}"),
-            Path::Cached { layers: None, slots } => write!(f, "gpu+cache:{slots}"),
+            Path::Cached {
+                layers: None,
+                slots,
+            } => write!(f, "gpu+cache:{slots}"),
             Path::Cached {
                 layers: Some(n),
                 slots,
@@ -291,7 +297,12 @@ mod tests {
                 slots: 16
             })
         );
-        for bad in ["cpu+cache:1", "gpu+cache:", "gpu+cache:x", "hybrid:+cache:1"] {
+        for bad in [
+            "cpu+cache:1",
+            "gpu+cache:",
+            "gpu+cache:x",
+            "hybrid:+cache:1",
+        ] {
             assert!(bad.parse::<Path>().is_err(), "{bad}");
         }
         assert_eq!(
