@@ -367,8 +367,9 @@ fn upload(model: &Model, devices: &mut Devices) -> Result<Uploaded, BackendError
 }
 
 /// The expert slot caches of the layers that have host experts, on the
-/// GPU, with one set of buffers for `n_batch` rows and a host pool of
-/// `threads` threads (0: one per core) for the missed experts.
+/// GPU, with one set of buffers for `n_batch` rows, and the host pool that
+/// multiplies the missed experts: the CPU backend's, or one of `threads`
+/// threads (0: one per core).
 fn expert_caches(
     devices: &mut Devices,
     host: HostExperts,
@@ -388,14 +389,21 @@ fn expert_caches(
         mask: devices.alloc(gpu, n_batch, moe.n_used)?,
         missed: devices.alloc(gpu, n_batch, moe.n_used * hp.n_embd)?,
     };
-    let n = match threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
+    // The CPU layers' pool when there are any (they never run at the same
+    // time as a GPU layer's missed experts), else one of its own.
+    let pool = match devices.worker_pool() {
+        Some(p) => p,
+        None => {
+            let n = match threads {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            };
+            Arc::new(Threads::new(n).map_err(|e| BackendError::Device {
+                backend: "cpu (experts)".into(),
+                message: e.to_string(),
+            })?)
+        }
     };
-    let pool = Arc::new(Threads::new(n).map_err(|e| BackendError::Device {
-        backend: "cpu (experts)".into(),
-        message: e.to_string(),
-    })?);
     host.into_iter()
         .enumerate()
         .map(|(l, h)| {
