@@ -287,11 +287,9 @@ impl LayerCache {
             let w = Some(ExpertWeights { gate, up, down });
             return moe::experts(cx, &Experts { w, ..*e });
         }
-        // ids: [n, k]; x: [n, n_embd]
+        // ids: [n, k]
         let mut ids = vec![0.0; n * k];
         cx.read(e.ids, &mut ids)?;
-        let mut x = vec![0.0; n * d];
-        cx.read(e.xb, &mut x)?;
         self.table.begin_step();
 
         // slot_ids, mask: [n, k]; misses: (pair, expert)
@@ -310,6 +308,12 @@ impl LayerCache {
         }
         self.stats.hits += (n * k - misses.len()) as u64;
         self.stats.pairs += (n * k) as u64;
+        // x: [n, n_embd] on the host, when a miss needs it.
+        let mut x = Vec::new();
+        if !misses.is_empty() {
+            x.resize(n * d, 0.0);
+            cx.read(e.xb, &mut x)?;
+        }
 
         // Taps of up, gate, the activation: [n, k · n_ff_exp]. When the
         // sink wants any, the host's part comes first (the taps merge it);
