@@ -874,6 +874,36 @@ mod tests {
     }
 
     #[test]
+    fn expert_slots_replace_a_gpu_layers_experts_in_the_budget() {
+        let db = |weights, kv, scratch| DeviceBytes {
+            weights,
+            kv,
+            scratch,
+        };
+        // On the GPU a layer holds 60 + 10 (slots) instead of 100; the
+        // cache's buffers add 4 there. The CPU's layers keep their tensors.
+        let mut m = model_bytes();
+        let t = |n: &str, b: u64| (n.to_string(), b);
+        m.gpu_layers = Some(
+            (0..3)
+                .map(|l| {
+                    vec![
+                        t(&format!("blk.{l}.a"), 60),
+                        t(&format!("blk.{l}.b slots"), 10),
+                    ]
+                })
+                .collect(),
+        );
+        m.gpu_scratch = 4;
+        let b = Placement::gpu_split(3, 1, None).budget(&m);
+        assert_eq!(b, vec![db(200 + 10 + 1000, 14, 8), db(1000 + 70, 7, 5 + 4)]);
+        // No GPU layer: no slots, no cache buffers.
+        let b = Placement::gpu_split(3, 0, Some(Side::Gpu)).budget(&m);
+        assert_eq!(b[1], db(1010, 0, 8));
+        assert_eq!(largest_fit(&m, 3, None, 1010 + 210 + 21 + 12), Some(3));
+    }
+
+    #[test]
     fn largest_fit_lowers_n_until_the_gpu_part_fits() {
         let m = model_bytes();
         // All 3 layers need 1339 bytes on the GPU.

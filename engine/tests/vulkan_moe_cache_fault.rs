@@ -71,7 +71,11 @@ fn a_stale_slot_shows_at_layer_0_ffn_moe_up() {
     };
     let e = |a: &[Vec<f32>], t: usize| nmse(&plain[t], &a[t]);
     for t in 0..9 {
-        assert!(e(&clean, t) < 2.5e-3, "token {t}: clean NMSE {:e}", e(&clean, t));
+        assert!(
+            e(&clean, t) < 2.5e-3,
+            "token {t}: clean NMSE {:e}",
+            e(&clean, t)
+        );
     }
     // The first pass finds the slots as loaded; a later one reads a refill.
     assert!(e(&stale, 0) < 2.5e-3);
