@@ -6,7 +6,11 @@
 //! barrier wherever [`hazard`] finds one command touching what an earlier
 //! one wrote (or overwriting what it read), submits it once and waits for
 //! its fence. A decode step is thus one submission; so is each prefill batch
-//! up to the read of its logits.
+//! up to the read of its logits. [`Ops::submit`] submits the list without
+//! waiting (the expert slot cache's GPU half, while the host multiplies
+//! the missed experts); the next flush waits for it before anything else,
+//! so its commands need no barrier against it and the staging buffers are
+//! free again.
 //!
 //! Memory: every tensor is a device-local storage buffer of its own.
 //! Activations and KV caches carry a sentinel tail ([`SENTINEL_BYTES`] of a
