@@ -52,6 +52,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "model/moe: the chosen experts' weights not renormalised to sum 1",
     ),
     (
+        "expert-cache-stale",
+        "expert_cache: a slot given a new expert without its weights re-uploaded",
+    ),
+    (
         "chat-no-generation-prompt",
         "chat: the template rendered without add_generation_prompt",
     ),

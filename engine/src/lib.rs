@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod cli;
 pub mod cpu;
+pub mod expert_cache;
 pub mod fault;
 pub mod ggml_type;
 pub mod gguf;

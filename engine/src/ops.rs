@@ -445,10 +445,36 @@ pub trait Ops: Send {
         ty: KvType,
     ) -> Result<Kv, BackendError>;
 
+    /// Overwrites rows `row0..` of a prepared weight with `bytes` (whole
+    /// rows in the weight's own layout), ordered after every op recorded
+    /// before it and before every op recorded after it, like
+    /// [`Ops::write`]: the expert slots of [`crate::expert_cache`]. A
+    /// backend that reads its weights where they lie (the CPU) refuses.
+    fn write_weight_rows(
+        &mut self,
+        w: Weight,
+        row0: usize,
+        bytes: &[u8],
+    ) -> Result<(), BackendError> {
+        let _ = (w, row0, bytes);
+        Err(BackendError::Device {
+            backend: self.name(),
+            message: "weights are read where they lie here; expert slots are device memory".into(),
+        })
+    }
+
     // ---- host transfers ------------------------------------------------
 
     /// Copies host data into `dst` (`src.len() == dst.len()`).
     fn write(&mut self, dst: Act, src: &[f32]) -> Result<(), BackendError>;
+
+    /// Starts the work recorded so far without waiting for it, so that the
+    /// host can compute meanwhile; ops recorded afterwards run after it. A
+    /// backend that runs ops when they are called (the CPU) has nothing to
+    /// start.
+    fn submit(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
 
     /// Copies `src` to the host (`dst.len() == src.len()`), after all
     /// recorded work has finished.

@@ -27,6 +27,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::cpu::{CpuBackend, Threads};
+use crate::expert_cache::{CacheSize, LayerCache, LayerStats};
 use crate::fault;
 use crate::model::{Model, HEAD_BLOCK};
 use crate::ops::{Act, BackendError, KvType, Ops};
@@ -140,9 +141,18 @@ impl Placement {
         let mut out = vec![DeviceBytes::default(); n_dev];
         // A tensor needed twice on one device (a tied head) is held once.
         let mut seen: HashSet<(usize, &str)> = HashSet::new();
+        let on_gpu = |d: usize, l: usize| match &m.gpu_layers {
+            Some(g) if d == Side::Gpu as usize => &g[l],
+            _ => &m.layers[l],
+        };
+        let layers = self
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(l, &d)| (d, on_gpu(d, l)));
         let stages = [(self.embed, &m.embed), (self.head, &m.head)]
             .into_iter()
-            .chain(self.layers.iter().copied().zip(&m.layers));
+            .chain(layers);
         for (d, tensors) in stages {
             for (name, bytes) in tensors {
                 if seen.insert((d, name.as_str())) {
@@ -155,6 +165,9 @@ impl Placement {
         }
         for d in self.devices_used() {
             out[d].scratch += m.scratch;
+        }
+        if m.gpu_layers.is_some() && self.layers.contains(&(Side::Gpu as usize)) {
+            out[Side::Gpu as usize].scratch += m.gpu_scratch;
         }
         out[self.head].scratch += m.logits;
         out
@@ -254,6 +267,11 @@ pub struct ModelBytes {
     pub scratch: u64,
     /// The logits buffer, on the head's device.
     pub logits: u64,
+    /// With an expert slot cache (`--moe-cache`): what each layer holds
+    /// when it runs on the GPU (slots instead of the experts), and the
+    /// cache's buffers there.
+    pub gpu_layers: Option<Vec<Vec<(String, u64)>>>,
+    pub gpu_scratch: u64,
 }
 
 impl ModelBytes {
@@ -306,8 +324,62 @@ impl ModelBytes {
             kv_per_layer: buf(n_ctx, hp.k_width(), eb) + buf(n_ctx, hp.v_width(), eb),
             scratch: widths.iter().map(|&w| buf(n_batch, w, 4)).sum(),
             logits: buf(HEAD_BLOCK, hp.n_vocab, 4),
+            gpu_layers: None,
+            gpu_scratch: 0,
         }
     }
+
+    /// The same with GPU layers holding `n_slots` expert slots instead of
+    /// their experts (each slot weight with [`BUFFER_SLACK`]) and the
+    /// cache's buffers for `n_batch` rows.
+    pub fn with_expert_slots(
+        mut self,
+        model: &Model,
+        n_slots: usize,
+        n_batch: usize,
+    ) -> ModelBytes {
+        let Some(moe) = model.hparams().moe else {
+            return self;
+        };
+        let gpu = model
+            .tensors()
+            .layers
+            .iter()
+            .map(|map| {
+                map.iter()
+                    .filter_map(|(role, i)| {
+                        let slots = |i: &crate::gguf::TensorInfo| {
+                            let b = i.n_bytes / moe.n_expert as u64 * n_slots as u64;
+                            (
+                                format!("{} slots", i.name),
+                                b.div_ceil(4) * 4 + BUFFER_SLACK,
+                            )
+                        };
+                        match role.is_expert_matrix() {
+                            true if n_slots == 0 => None,
+                            true => Some(slots(i)),
+                            false => Some((i.name.clone(), i.n_bytes.div_ceil(4) * 4)),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let buf = |width: usize| (n_batch * width * 4) as u64 + BUFFER_SLACK;
+        self.gpu_layers = Some(gpu);
+        self.gpu_scratch = 2 * buf(moe.n_used) + buf(moe.n_used * model.hparams().n_embd);
+        self
+    }
+}
+
+/// Bytes of one expert of a layer of `model` (gate, up and down together).
+pub fn expert_bytes(model: &Model) -> u64 {
+    let n_expert = model.hparams().moe.map_or(1, |m| m.n_expert) as u64;
+    model.tensors().layers.first().map_or(0, |map| {
+        map.iter()
+            .filter(|(r, _)| r.is_expert_matrix())
+            .map(|(_, i)| i.n_bytes / n_expert)
+            .sum()
+    })
 }
 
 /// What `-g N --fixed-on` decided: which device runs what, the bytes each
@@ -321,6 +393,9 @@ pub struct Plan {
     pub bytes: Vec<DeviceBytes>,
     /// Per device: its memory limit (the GPU's device-local bytes).
     pub limits: Vec<Option<u64>>,
+    /// With `--moe-cache`: the GPU layers' expert slots each (their
+    /// experts stay on the host).
+    pub expert_slots: Option<usize>,
 }
 
 fn mib(b: u64) -> String {
@@ -344,6 +419,9 @@ impl fmt::Display for Plan {
             )?;
             if let Some(limit) = self.limits[d] {
                 write!(f, " of {}", mib(limit))?;
+                if let Some(n) = self.expert_slots {
+                    write!(f, "; experts on the host, {n} slots a layer here")?;
+                }
             }
             if d + 1 < self.names.len() {
                 writeln!(f)?;
@@ -367,6 +445,9 @@ pub struct GpuRequest {
     /// At most this many bytes on the GPU (None: its device-local memory;
     /// tests set less).
     pub memory_limit: Option<u64>,
+    /// `--moe-cache`: the experts of GPU layers stay on the host, with this
+    /// many slots on the GPU ([`crate::expert_cache`]).
+    pub moe_cache: Option<CacheSize>,
 }
 
 /// Layers on the GPU that `-g gpu_layers` means for `n_layer` layers.
@@ -400,6 +481,12 @@ pub struct Devices {
     hidden: Vec<Option<Act>>,
     /// Host staging for a handoff: `[n_batch, n_embd]`.
     staging: Vec<f32>,
+    /// Expert slots per GPU layer when the GPU layers cache their experts.
+    expert_slots: Option<usize>,
+    /// The device index of the GPU, when one is in use.
+    gpu: Option<usize>,
+    /// `caches[l]`: layer `l`'s expert slot cache, when it has one.
+    caches: Vec<Option<LayerCache>>,
 }
 
 impl Devices {
@@ -419,6 +506,9 @@ impl Devices {
             placement,
             hidden: vec![None; n],
             staging: Vec::new(),
+            expert_slots: None,
+            gpu: None,
+            caches: Vec::new(),
         }
     }
 
@@ -449,7 +539,20 @@ impl Devices {
         let n_layer = model.hparams().n_layer;
         let n_gpu = gpu_layer_count(req.gpu_layers, n_layer)?;
         let table = Placement::gpu_split(n_layer, n_gpu, req.fixed_on);
-        let bytes = table.budget(&ModelBytes::of(model, n_ctx, n_batch, kv_type));
+        let expert_slots = match (req.moe_cache, model.hparams().moe) {
+            (Some(c), Some(m)) if n_gpu > 0 => {
+                Some(c.slots(m.n_expert, expert_bytes(model), n_gpu))
+            }
+            _ => None,
+        };
+        let model_bytes = |model: &Model| {
+            let m = ModelBytes::of(model, n_ctx, n_batch, kv_type);
+            match expert_slots {
+                Some(n) => m.with_expert_slots(model, n, n_batch),
+                None => m,
+            }
+        };
+        let bytes = table.budget(&model_bytes(model));
         let (placement, kinds) = table.compact();
         let mut backends: Vec<Box<dyn Ops>> = Vec::new();
         let (mut names, mut limits, mut per_dev) = (Vec::new(), Vec::new(), Vec::new());
@@ -465,7 +568,7 @@ impl Devices {
                 }
                 let limit = gpu.memory_budget();
                 if b.total() > limit {
-                    let m = ModelBytes::of(model, n_ctx, n_batch, kv_type);
+                    let m = model_bytes(model);
                     let fits = match largest_fit(&m, n_gpu, req.fixed_on, limit) {
                         Some(n) => format!("-g {n} fits"),
                         None => "nothing fits: run with -g 0".into(),
@@ -505,8 +608,12 @@ impl Devices {
             names,
             bytes: per_dev,
             limits,
+            expert_slots,
         };
-        Ok((Devices::new(backends, placement), plan))
+        let mut devices = Devices::new(backends, placement);
+        devices.expert_slots = expert_slots;
+        devices.gpu = kinds.iter().position(|&k| k == Side::Gpu as usize);
+        Ok((devices, plan))
     }
 
     /// Validation-layer messages of every device so far.
@@ -548,6 +655,45 @@ impl Devices {
     /// Backend `dev`.
     pub fn backend(&mut self, dev: usize) -> &mut dyn Ops {
         self.backends[dev].as_mut()
+    }
+
+    /// Expert slots per layer when the GPU layers cache their experts
+    /// (`--moe-cache`).
+    pub fn expert_slots(&self) -> Option<usize> {
+        self.expert_slots
+    }
+
+    /// The expert slots of layer `l` when it caches its experts: a GPU
+    /// layer under `--moe-cache`.
+    pub fn cached_slots(&self, l: usize) -> Option<usize> {
+        match self.gpu {
+            Some(g) if self.device_of(Stage::Layer(l)) == g => self.expert_slots,
+            _ => None,
+        }
+    }
+
+    /// Installs the layers' expert slot caches (`caches[l]` for layer `l`).
+    pub fn set_expert_caches(&mut self, caches: Vec<Option<LayerCache>>) {
+        self.caches = caches;
+    }
+
+    /// Hits and pairs of every cached layer so far.
+    pub fn expert_stats(&self) -> Vec<LayerStats> {
+        self.caches
+            .iter()
+            .flatten()
+            .map(LayerCache::stats)
+            .collect()
+    }
+
+    /// The backend that runs `stage`, and the layer's expert slot cache.
+    pub fn at_with_cache(&mut self, stage: Stage) -> (&mut dyn Ops, Option<&mut LayerCache>) {
+        let d = self.device_of(stage);
+        let cache = match stage {
+            Stage::Layer(l) => self.caches.get_mut(l).and_then(Option::as_mut),
+            Stage::Embed | Stage::Head => None,
+        };
+        (self.backends[d].as_mut(), cache)
     }
 
     /// The backend that runs `stage`.
@@ -697,6 +843,8 @@ mod tests {
             kv_per_layer: 7,
             scratch: 5,
             logits: 3,
+            gpu_layers: None,
+            gpu_scratch: 0,
         }
     }
 
@@ -723,6 +871,36 @@ mod tests {
         assert_eq!(b[1], db(1310, 21, 8));
         assert_eq!(b[1].total(), 1339);
         assert_eq!(b[0], DeviceBytes::default());
+    }
+
+    #[test]
+    fn expert_slots_replace_a_gpu_layers_experts_in_the_budget() {
+        let db = |weights, kv, scratch| DeviceBytes {
+            weights,
+            kv,
+            scratch,
+        };
+        // On the GPU a layer holds 60 + 10 (slots) instead of 100; the
+        // cache's buffers add 4 there. The CPU's layers keep their tensors.
+        let mut m = model_bytes();
+        let t = |n: &str, b: u64| (n.to_string(), b);
+        m.gpu_layers = Some(
+            (0..3)
+                .map(|l| {
+                    vec![
+                        t(&format!("blk.{l}.a"), 60),
+                        t(&format!("blk.{l}.b slots"), 10),
+                    ]
+                })
+                .collect(),
+        );
+        m.gpu_scratch = 4;
+        let b = Placement::gpu_split(3, 1, None).budget(&m);
+        assert_eq!(b, vec![db(200 + 10 + 1000, 14, 8), db(1000 + 70, 7, 5 + 4)]);
+        // No GPU layer: no slots, no cache buffers.
+        let b = Placement::gpu_split(3, 0, Some(Side::Gpu)).budget(&m);
+        assert_eq!(b[1], db(1010, 0, 8));
+        assert_eq!(largest_fit(&m, 3, None, 1010 + 210 + 21 + 12), Some(3));
     }
 
     #[test]

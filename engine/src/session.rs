@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::cpu::Threads;
+use crate::expert_cache::{CacheBufs, LayerCache, LayerStats};
 use crate::model::arch::ArchWeights;
 use crate::model::{HeadOut, Hparams, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
@@ -144,7 +146,11 @@ impl Session {
         }
         let (n_ctx, n_batch) = cfg.shape(&hp)?;
 
-        let (global, layers) = upload(&model, &mut devices)?;
+        let Uploaded {
+            global,
+            layers,
+            host_experts,
+        } = upload(&model, &mut devices)?;
         let weights = ArchWeights::new(&model, &global, &layers);
 
         devices.alloc_hidden(n_batch, hp.n_embd)?;
@@ -160,6 +166,10 @@ impl Session {
                     .alloc_kv(n_ctx, hp.k_width(), hp.v_width(), cfg.kv_type)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if devices.expert_slots().is_some() {
+            let caches = expert_caches(&mut devices, host_experts, &hp, n_batch, cfg.threads)?;
+            devices.set_expert_caches(caches);
+        }
         let head = devices.device_of(Stage::Head);
         let logits_dev = devices.alloc(head, HEAD_BLOCK, hp.n_vocab)?;
         Ok(Session {
@@ -196,6 +206,12 @@ impl Session {
 
     pub fn devices(&self) -> &Devices {
         &self.devices
+    }
+
+    /// Hits and pairs of each layer's expert slot cache so far (none
+    /// without `--moe-cache`).
+    pub fn expert_stats(&self) -> Vec<LayerStats> {
+        self.devices.expert_stats()
     }
 
     /// Forgets the sequence: the next token goes to position 0 (the caches
@@ -284,14 +300,25 @@ impl Session {
     }
 }
 
+/// Per layer, the host's gate, up and down experts of a layer that caches
+/// them.
+type HostExperts = Vec<Option<[WeightSource; 3]>>;
+
+/// What [`upload`] prepared: the whole-model handles, each layer's, and
+/// the experts left on the host.
+struct Uploaded {
+    global: RoleMap<Weight>,
+    layers: Vec<RoleMap<Weight>>,
+    host_experts: HostExperts,
+}
+
 /// Prepares every weight on the device that uses it: token_embd where the
 /// embedding runs, output_norm and output where the head runs, each layer's
-/// tensors where the layer runs. A tensor needed on a device twice (a tied
-/// head on the embedding's device) is prepared once.
-fn upload(
-    model: &Model,
-    devices: &mut Devices,
-) -> Result<(RoleMap<Weight>, Vec<RoleMap<Weight>>), BackendError> {
+/// tensors where the layer runs, except the experts of a layer that caches
+/// them ([`Devices::cached_slots`]), which stay mapped on the host. A
+/// tensor needed on a device twice (a tied head on the embedding's device)
+/// is prepared once.
+fn upload(model: &Model, devices: &mut Devices) -> Result<Uploaded, BackendError> {
     use crate::model::Role;
     let file = model.file();
     let table = model.tensors();
@@ -317,12 +344,71 @@ fn upload(
         global.insert(role, put(devices, stage, info)?);
     }
     let mut layers = Vec::with_capacity(table.layers.len());
+    let mut host = Vec::with_capacity(table.layers.len());
     for (l, map) in table.layers.iter().enumerate() {
+        let cached = devices.cached_slots(l).is_some();
         let mut m = BTreeMap::new();
         for (&role, info) in map {
-            m.insert(role, put(devices, Stage::Layer(l), info)?);
+            if !(cached && role.is_expert_matrix()) {
+                m.insert(role, put(devices, Stage::Layer(l), info)?);
+            }
         }
+        host.push(cached.then(|| {
+            [Role::FfnGateExps, Role::FfnUpExps, Role::FfnDownExps]
+                .map(|r| WeightSource::from_gguf(file, &map[&r]))
+        }));
         layers.push(RoleMap::new(format!("layer {l}"), m));
     }
-    Ok((RoleMap::new("model", global), layers))
+    Ok(Uploaded {
+        global: RoleMap::new("model", global),
+        layers,
+        host_experts: host,
+    })
+}
+
+/// The expert slot caches of the layers that have host experts, on the
+/// GPU, with one set of buffers for `n_batch` rows, and the host pool that
+/// multiplies the missed experts: the CPU backend's, or one of `threads`
+/// threads (0: one per core).
+fn expert_caches(
+    devices: &mut Devices,
+    host: HostExperts,
+    hp: &Hparams,
+    n_batch: usize,
+    threads: usize,
+) -> Result<Vec<Option<LayerCache>>, BackendError> {
+    let (Some(n_slots), Some(moe)) = (devices.expert_slots(), hp.moe) else {
+        return Ok(Vec::new());
+    };
+    let Some(l0) = host.iter().position(Option::is_some) else {
+        return Ok(Vec::new());
+    };
+    let gpu = devices.device_of(Stage::Layer(l0));
+    let bufs = CacheBufs {
+        slot_ids: devices.alloc(gpu, n_batch, moe.n_used)?,
+        mask: devices.alloc(gpu, n_batch, moe.n_used)?,
+        missed: devices.alloc(gpu, n_batch, moe.n_used * hp.n_embd)?,
+    };
+    // The CPU layers' pool when there are any (they never run at the same
+    // time as a GPU layer's missed experts), else one of its own.
+    let pool = match devices.worker_pool() {
+        Some(p) => p,
+        None => {
+            let n = match threads {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            };
+            Arc::new(Threads::new(n).map_err(|e| BackendError::Device {
+                backend: "cpu (experts)".into(),
+                message: e.to_string(),
+            })?)
+        }
+    };
+    host.into_iter()
+        .enumerate()
+        .map(|(l, h)| {
+            h.map(|h| LayerCache::new(l, h, n_slots, devices.backend(gpu), bufs, Arc::clone(&pool)))
+                .transpose()
+        })
+        .collect()
 }

@@ -26,6 +26,7 @@ fn request(gpu_layers: i64, fixed_on: Option<Side>, memory_limit: Option<u64>) -
             validation: true,
         },
         memory_limit,
+        moe_cache: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn request(gpu_layers: i64) -> GpuRequest {
             validation: true,
         },
         memory_limit: None,
+        moe_cache: None,
     }
 }
 

@@ -16,6 +16,7 @@
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
 //! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
+//! | expert-cache-stale | synthetic Qwen3-MoE, gpu+cache:16, one token a pass | taps, layer 0 ffn_moe_* |
 
 use std::path::Path as FsPath;
 use std::time::Instant;
@@ -33,6 +34,12 @@ const SHORT: &str = "capital-france";
 const CHAT: &str = "chat-system-user";
 /// Layers on the GPU of the hybrid path.
 const HYBRID_N: usize = 2;
+/// Every layer on the GPU with half of the synthetic Qwen3-MoE's 32
+/// experts in slots.
+const CACHED: Path = Path::Cached {
+    layers: None,
+    slots: 16,
+};
 
 /// Where a fault is expected to show.
 #[derive(Clone, Debug)]
@@ -53,6 +60,8 @@ pub struct Mutant {
     pub paths: Vec<Path>,
     /// Compare the tokenizer corpus and chat renders.
     pub corpus: bool,
+    /// Prompt rows per forward pass, when not the default.
+    pub chunk: Option<usize>,
     pub expected: Expected,
 }
 
@@ -76,6 +85,7 @@ pub fn table() -> Vec<Mutant> {
         prompts,
         paths: paths.to_vec(),
         corpus,
+        chunk: None,
         expected: Expected { checks, tap },
     };
     let (cpu, gpu, hybrid) = (Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N));
@@ -162,6 +172,27 @@ pub fn table() -> Vec<Mutant> {
                 false,
                 &["taps"],
                 Some((0, &["ffn_moe_weights_norm"][..])),
+            )
+        },
+        // A slot refilled after a pass is read by the next: one token a pass.
+        Mutant {
+            models: &[QWEN3MOE],
+            chunk: Some(1),
+            ..m(
+                "expert-cache-stale",
+                &[SHORT],
+                &[CACHED],
+                false,
+                &["taps"],
+                Some((
+                    0,
+                    &[
+                        "ffn_moe_up",
+                        "ffn_moe_gate",
+                        "ffn_moe_swiglu",
+                        "ffn_moe_down",
+                    ][..],
+                )),
             )
         },
     ]
@@ -272,6 +303,9 @@ impl Setup {
         o.prompts = m.prompts.iter().map(|p| p.to_string()).collect();
         o.paths = crate::compare::Paths::List(m.paths.clone());
         o.corpus = m.corpus;
+        if let Some(c) = m.chunk {
+            o.chunk = c;
+        }
         o.verify_files = false;
         // At least one decode step: the prompt pass reads every tapped sum
         // back (a submission each), so only decoding records a residual add
@@ -285,20 +319,22 @@ impl Setup {
 }
 
 /// The thresholds file has limits for the cpu and gpu paths; a hybrid path
-/// (GPU layers first) is held to the GPU's where it has none of its own,
-/// against llama.cpp and against the CPU path.
+/// (GPU layers first) and the cached path (experts on both devices) are
+/// held to the GPU's where they have none of their own, against llama.cpp
+/// and against the CPU path.
 fn with_hybrid_limits(mut t: Thresholds) -> Thresholds {
     let path = format!("hybrid:{HYBRID_N}");
-    let vs = format!("{path}-vs-cpu");
     for keys in t.models.values_mut() {
-        if !keys.contains_key("hybrid") && !keys.contains_key(&path) {
+        if !keys.contains_key("hybrid") {
             if let Some(gpu) = keys.get("gpu").cloned() {
                 keys.insert("hybrid".into(), gpu);
             }
         }
-        if !keys.contains_key(&vs) {
-            if let Some(gpu_vs_cpu) = keys.get("gpu-vs-cpu").cloned() {
-                keys.insert(vs.clone(), gpu_vs_cpu);
+        for vs in [format!("{path}-vs-cpu"), "hybrid-vs-cpu".to_string()] {
+            if !keys.contains_key(&vs) {
+                if let Some(gpu_vs_cpu) = keys.get("gpu-vs-cpu").cloned() {
+                    keys.insert(vs, gpu_vs_cpu);
+                }
             }
         }
     }
@@ -325,8 +361,9 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
         fault: "none",
         models: &[SMOLLM2, QWEN3MOE],
         prompts: &[SHORT, CHAT],
-        paths: vec![Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N)],
+        paths: vec![Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N), CACHED],
         corpus: true,
+        chunk: None,
         expected: Expected {
             checks: &[],
             tap: None,

@@ -133,6 +133,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
         report(out, &format!("decode {}", args.n_gen), &Rates(rates))?;
     }
+    args.devices.report_experts(&session);
     args.devices.check_validation(&session)?;
     Ok(())
 }

@@ -1,11 +1,13 @@
-//! Where a model runs: `-g N`, `--fixed-on`, `--device`, `--validate`,
-//! `--print-plan` (shared by the generation and bench commands).
+//! Where a model runs: `-g N`, `--fixed-on`, `--moe-cache`,
+//! `--expert-stats`, `--device`, `--validate`, `--print-plan` (shared by the
+//! generation and bench commands).
 
 use std::sync::Arc;
 
 use clap::Args;
 
 use super::CliError;
+use crate::expert_cache::CacheSize;
 use crate::model::Model;
 use crate::placement::{GpuRequest, Side};
 use crate::session::{Session, SessionConfig};
@@ -32,6 +34,17 @@ pub struct DeviceArgs {
     /// the last layer).
     #[arg(long = "fixed-on", value_name = "cpu|gpu")]
     pub fixed_on: Option<Side>,
+    /// Keep the experts of the GPU layers of a mixture-of-experts model in
+    /// host memory, with N expert slots per layer (or NMiB for the slots
+    /// of all GPU layers) in device memory: experts in a slot are
+    /// multiplied on the GPU, the others on the CPU, slots refilled least
+    /// recently used first. Changes speed, not results.
+    #[arg(long = "moe-cache", value_name = "N|NMiB")]
+    pub moe_cache: Option<CacheSize>,
+    /// With --moe-cache: print each cached layer's hit rate on stderr at
+    /// the end.
+    #[arg(long = "expert-stats")]
+    pub expert_stats: bool,
     /// Print the plan (which device runs what, bytes per device) on stderr
     /// also when everything runs on the CPU (with a GPU it always is).
     #[arg(long)]
@@ -60,6 +73,19 @@ impl DeviceArgs {
     /// A session of `model` on the devices these flags select.
     pub fn session(&self, model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, CliError> {
         let gpu = self.gpu_layers != 0 || self.fixed_on == Some(Side::Gpu);
+        if self.moe_cache.is_some() && self.gpu_layers == 0 {
+            return Err(CliError::Usage(
+                "--moe-cache caches the experts of GPU layers: give -g -1 or -g N".into(),
+            ));
+        }
+        if self.expert_stats && self.moe_cache.is_none() {
+            return Err(CliError::Usage("--expert-stats needs --moe-cache".into()));
+        }
+        if self.moe_cache.is_some() && model.hparams().moe.is_none() {
+            return Err(CliError::Usage(
+                "--moe-cache applies to a mixture-of-experts model; this one has none".into(),
+            ));
+        }
         if !gpu && (self.device.is_some() || self.validate) {
             return Err(CliError::Usage(
                 "--device and --validate apply to the GPU: give -g -1, -g N or --fixed-on gpu"
@@ -81,12 +107,44 @@ impl DeviceArgs {
             threads: cfg.threads,
             vk,
             memory_limit: None,
+            moe_cache: self.moe_cache,
         };
         let (session, plan) = Session::on_devices(model, &req, cfg)?;
         if gpu || self.print_plan {
             eprintln!("{plan}");
         }
         Ok(session)
+    }
+
+    /// With `--expert-stats`: prints each cached layer's hit rate on
+    /// stderr.
+    pub fn report_experts(&self, session: &Session) {
+        if !self.expert_stats {
+            return;
+        }
+        let stats = session.expert_stats();
+        let (hits, pairs) = stats
+            .iter()
+            .fold((0, 0), |(h, p), s| (h + s.hits, p + s.pairs));
+        for s in &stats {
+            eprintln!(
+                "experts: layer {}: {} slots, {} of {} hits ({:.1}%)",
+                s.layer,
+                s.slots,
+                s.hits,
+                s.pairs,
+                100.0 * s.hit_rate()
+            );
+        }
+        let all = if pairs == 0 {
+            1.0
+        } else {
+            hits as f64 / pairs as f64
+        };
+        eprintln!(
+            "experts: all layers: {hits} of {pairs} hits ({:.1}%)",
+            100.0 * all
+        );
     }
 
     /// With `--validate`: prints the validation-message count and fails

@@ -272,6 +272,7 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if stop == Stop::Context {
         eprintln!("(stopped: the context of {n_ctx} tokens is full)");
     }
+    args.devices.report_experts(&session);
     args.devices.check_validation(&session)?;
     eprintln!(
         "prefill: {} tokens in {:.3} s, {:.1} tokens/s",

@@ -24,23 +24,68 @@ use crate::ops::{Act, BackendError, GluKind, Weight};
 pub struct MoeWeights {
     /// `[n_embd, n_expert]`
     router: Weight,
+    /// The expert matrices where the layer runs; `None` when the expert
+    /// slot cache of the layer holds them ([`crate::expert_cache`]).
+    experts: Option<ExpertWeights>,
+}
+
+/// The stacked expert matrices of one layer.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpertWeights {
     /// `[n_embd, n_ff_exp, n_expert]`
-    gate: Weight,
+    pub gate: Weight,
     /// `[n_embd, n_ff_exp, n_expert]`
-    up: Weight,
+    pub up: Weight,
     /// `[n_ff_exp, n_embd, n_expert]`
-    down: Weight,
+    pub down: Weight,
 }
 
 impl MoeWeights {
     pub fn new(t: &RoleMap<Weight>) -> MoeWeights {
+        let e = [Role::FfnGateExps, Role::FfnUpExps, Role::FfnDownExps].map(|r| t.get_opt(r));
         MoeWeights {
             router: t.get(Role::FfnGateInp),
-            gate: t.get(Role::FfnGateExps),
-            up: t.get(Role::FfnUpExps),
-            down: t.get(Role::FfnDownExps),
+            experts: match e {
+                [Some(gate), Some(up), Some(down)] => Some(ExpertWeights { gate, up, down }),
+                _ => None,
+            },
         }
     }
+}
+
+/// The expert part of a layer: `ids`, `xb` in; `up`, `gate` scratch;
+/// `out` the experts' outputs before weighting.
+#[derive(Clone, Copy, Debug)]
+pub struct Experts {
+    /// `None`: held by the layer's expert slot cache.
+    pub w: Option<ExpertWeights>,
+    pub n_expert: usize,
+    pub kind: GluKind,
+    /// `[n, k]` expert ids (as f32)
+    pub ids: Act,
+    /// `[n, n_embd]`
+    pub xb: Act,
+    /// `[n, k · n_ff_exp]`
+    pub up: Act,
+    /// `[n, k · n_ff_exp]`, the activation after the GLU
+    pub gate: Act,
+    /// `[n, k · n_embd]`
+    pub out: Act,
+}
+
+/// The expert products where the layer's experts live: up, gate, GLU,
+/// down (tapping `ffn_moe_up`, `ffn_moe_gate`, the activation,
+/// `ffn_moe_down`).
+pub fn experts(cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError> {
+    let w = e.w.expect("expert weights where the layer runs");
+    cx.matmul_id(w.up, e.n_expert, e.ids, e.xb, e.up);
+    cx.tap("ffn_moe_up", e.up)?;
+    cx.matmul_id(w.gate, e.n_expert, e.ids, e.xb, e.gate);
+    cx.tap("ffn_moe_gate", e.gate)?;
+    cx.glu(e.kind, e.gate, e.up);
+    cx.tap(moe_glu_tap(e.kind), e.gate)?;
+    cx.matmul_id(w.down, e.n_expert, e.ids, e.gate, e.out);
+    cx.tap("ffn_moe_down", e.out)
 }
 
 /// `out = moe(xb)` for `xb`, `out` `[n, n_embd]`.
@@ -67,21 +112,23 @@ pub fn run(
         }
         cx.tap("ffn_moe_weights_norm", m.weights)?;
     }
-    cx.matmul_id(w.up, p.n_expert, m.ids, xb, s.up);
-    cx.tap("ffn_moe_up", s.up)?;
-    cx.matmul_id(w.gate, p.n_expert, m.ids, xb, s.gate);
-    cx.tap("ffn_moe_gate", s.gate)?;
-    cx.glu(kind, s.gate, s.up);
-    cx.tap(moe_glu_tap(kind), s.gate)?;
-    cx.matmul_id(w.down, p.n_expert, m.ids, s.gate, m.experts);
-    cx.tap("ffn_moe_down", m.experts)?;
+    cx.experts(&Experts {
+        w: w.experts,
+        n_expert: p.n_expert,
+        kind,
+        ids: m.ids,
+        xb,
+        up: s.up,
+        gate: s.gate,
+        out: m.experts,
+    })?;
     cx.mul_groups(m.experts, m.weights);
     cx.tap("ffn_moe_weighted", m.experts)?;
     cx.sum_groups(m.experts, out);
     cx.tap("ffn_moe_out", out)
 }
 
-fn moe_glu_tap(kind: GluKind) -> &'static str {
+pub(crate) fn moe_glu_tap(kind: GluKind) -> &'static str {
     match kind {
         GluKind::SwiGlu => "ffn_moe_swiglu",
         GluKind::GeGluTanh => "ffn_moe_geglu",

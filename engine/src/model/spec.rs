@@ -63,6 +63,17 @@ pub enum Role {
     FfnDownExps,
 }
 
+impl Role {
+    /// The stacked expert matrices (gate, up, down), which an expert slot
+    /// cache keeps on the host ([`crate::expert_cache`]).
+    pub fn is_expert_matrix(self) -> bool {
+        matches!(
+            self,
+            Role::FfnGateExps | Role::FfnUpExps | Role::FfnDownExps
+        )
+    }
+}
+
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)

@@ -4,7 +4,9 @@
 
 use std::ops::{Deref, DerefMut};
 
+use super::moe::{self, Experts};
 use super::scratch::Scratch;
+use crate::expert_cache::LayerCache;
 use crate::ops::{Act, BackendError, Ops};
 use crate::placement::{Devices, Stage};
 use crate::trace::TraceSink;
@@ -60,14 +62,17 @@ impl<'a> Step<'a> {
     }
 
     /// The ops of the device that runs `stage`, tapping under `stage`'s
-    /// layer number (none for the embedding and the head).
+    /// layer number (none for the embedding and the head), with the
+    /// layer's expert slot cache when it has one.
     pub fn at(&mut self, stage: Stage) -> Cx<'_, 'a> {
         let layer = match stage {
             Stage::Layer(l) => Some(l),
             Stage::Embed | Stage::Head => None,
         };
+        let (ops, cache) = self.devices.at_with_cache(stage);
         Cx {
-            ops: self.devices.at(stage),
+            ops,
+            cache,
             sink: self.sink.as_deref_mut(),
             layer,
         }
@@ -77,11 +82,36 @@ impl<'a> Step<'a> {
 /// One stage's ops (through `Deref` to [`Ops`]) and its tap hook.
 pub struct Cx<'s, 'a> {
     ops: &'s mut dyn Ops,
+    /// The layer's expert slot cache (`--moe-cache`), if any.
+    cache: Option<&'s mut LayerCache>,
     sink: Option<&'s mut (dyn TraceSink + 'a)>,
     layer: Option<usize>,
 }
 
 impl Cx<'_, '_> {
+    /// The expert products of a mixture-of-experts layer: on this device
+    /// ([`moe::experts`]), or, for a layer with an expert slot cache, the
+    /// cached experts here and the others on the host
+    /// ([`LayerCache::run`]). The one place a layer's experts may run on
+    /// two devices.
+    pub fn experts(&mut self, e: &Experts) -> Result<(), BackendError> {
+        match self.cache.take() {
+            None => moe::experts(self, e),
+            Some(c) => {
+                let r = c.run(self, e);
+                self.cache = Some(c);
+                r
+            }
+        }
+    }
+
+    /// Whether the sink wants `name` at this layer.
+    pub fn wants(&self, name: &str) -> bool {
+        self.sink
+            .as_deref()
+            .is_some_and(|s| s.wants(name, self.layer))
+    }
+
     /// Hands `x` to the sink as `name` (llama.cpp's spelling). Without a
     /// sink, or when the sink does not want it, nothing is read back.
     pub fn tap(&mut self, name: &str, x: Act) -> Result<(), BackendError> {

@@ -22,6 +22,11 @@ impl<T: Clone> RoleMap<T> {
         }
     }
 
+    /// The handle for `role`, when the map has one.
+    pub fn get_opt(&self, role: Role) -> Option<T> {
+        self.map.get(&role).cloned()
+    }
+
     /// The handle for `role`.
     ///
     /// # Panics

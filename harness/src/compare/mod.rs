@@ -43,6 +43,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use engine::expert_cache::CacheSize;
 use engine::model::Model;
 use engine::placement::GpuRequest;
 use engine::session::{Session, SessionConfig};
@@ -63,6 +64,10 @@ pub enum Path {
     /// The embedding and layers `0..n` on the GPU, the rest and the head on
     /// the CPU (`hybrid:N`).
     Hybrid(usize),
+    /// The GPU layers of an expert model with their experts on the host and
+    /// `slots` expert slots each on the GPU (`--moe-cache`): every layer
+    /// (`gpu+cache:M`) or the first `n` (`hybrid:N+cache:M`).
+    Cached { layers: Option<usize>, slots: usize },
 }
 
 impl Path {
@@ -77,13 +82,20 @@ impl Path {
         let req = GpuRequest {
             gpu_layers: match self {
                 Path::Cpu => 0,
-                Path::Gpu => -1,
-                Path::Hybrid(n) => *n as i64,
+                Path::Gpu | Path::Cached { layers: None, .. } => -1,
+                Path::Hybrid(n)
+                | Path::Cached {
+                    layers: Some(n), ..
+                } => *n as i64,
             },
             fixed_on: None,
             threads: cfg.threads,
             vk: vk.clone(),
             memory_limit: None,
+            moe_cache: match self {
+                Path::Cached { slots, .. } => Some(CacheSize::Slots(*slots)),
+                _ => None,
+            },
         };
         Session::on_devices(model, &req, cfg)
             .map(|(s, _)| s)
@@ -96,10 +108,11 @@ impl Path {
     }
 
     /// The key of this path's limits in the thresholds file: `cpu`, `gpu`,
-    /// `hybrid:N` (with `hybrid` as the fallback for any N).
+    /// `hybrid:N` (with `hybrid` as the fallback for any N, and for a
+    /// cached path, whose experts run on both devices).
     pub fn threshold_keys(&self) -> Vec<String> {
         match self {
-            Path::Hybrid(_) => vec![self.to_string(), "hybrid".into()],
+            Path::Hybrid(_) | Path::Cached { .. } => vec![self.to_string(), "hybrid".into()],
             _ => vec![self.to_string()],
         }
     }
@@ -186,6 +199,14 @@ impl fmt::Display for Path {
             Path::Cpu => f.write_str("cpu"),
             Path::Gpu => f.write_str("gpu"),
             Path::Hybrid(n) => write!(f, "hybrid:{n}"),
+            Path::Cached {
+                layers: None,
+                slots,
+            } => write!(f, "gpu+cache:{slots}"),
+            Path::Cached {
+                layers: Some(n),
+                slots,
+            } => write!(f, "hybrid:{n}+cache:{slots}"),
         }
     }
 }
@@ -194,16 +215,28 @@ impl FromStr for Path {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Path, String> {
-        match s {
-            "cpu" => Ok(Path::Cpu),
-            "gpu" => Ok(Path::Gpu),
-            _ => match s.strip_prefix("hybrid:").map(str::parse::<usize>) {
-                Some(Ok(n)) => Ok(Path::Hybrid(n)),
-                _ => Err(format!(
-                    "unknown path {s:?}: expected cpu, gpu or hybrid:N (N = layers on the GPU)"
-                )),
+        let bad = || {
+            format!(
+                "unknown path {s:?}: expected cpu, gpu, hybrid:N (N = layers on the GPU), gpu+cache:M or hybrid:N+cache:M (M = expert slots a GPU layer)"
+            )
+        };
+        let (base, slots) = match s.split_once("+cache:") {
+            Some((b, m)) => (b, Some(m.parse::<usize>().map_err(|_| bad())?)),
+            None => (s, None),
+        };
+        let layers = match base {
+            "cpu" => return slots.map_or(Ok(Path::Cpu), |_| Err(bad())),
+            "gpu" => None,
+            _ => match base.strip_prefix("hybrid:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Some(n),
+                _ => return Err(bad()),
             },
-        }
+        };
+        Ok(match (layers, slots) {
+            (None, None) => Path::Gpu,
+            (Some(n), None) => Path::Hybrid(n),
+            (layers, Some(slots)) => Path::Cached { layers, slots },
+        })
     }
 }
 
@@ -255,6 +288,28 @@ mod tests {
             assert!(bad.parse::<Path>().is_err(), "{bad}");
         }
         assert_eq!(Path::Hybrid(4).threshold_keys(), vec!["hybrid:4", "hybrid"]);
+        for s in ["gpu+cache:0", "hybrid:2+cache:16"] {
+            assert_eq!(s.parse::<Path>().unwrap().to_string(), s);
+        }
+        assert_eq!(
+            "hybrid:2+cache:16".parse::<Path>(),
+            Ok(Path::Cached {
+                layers: Some(2),
+                slots: 16
+            })
+        );
+        for bad in [
+            "cpu+cache:1",
+            "gpu+cache:",
+            "gpu+cache:x",
+            "hybrid:+cache:1",
+        ] {
+            assert!(bad.parse::<Path>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "gpu+cache:8".parse::<Path>().unwrap().threshold_keys(),
+            vec!["gpu+cache:8", "hybrid"]
+        );
         let all = Paths::parse(&["all".to_string()]).unwrap();
         let h = Path::Hybrid;
         assert_eq!(

@@ -6,7 +6,11 @@
 //! barrier wherever [`hazard`] finds one command touching what an earlier
 //! one wrote (or overwriting what it read), submits it once and waits for
 //! its fence. A decode step is thus one submission; so is each prefill batch
-//! up to the read of its logits.
+//! up to the read of its logits. [`Ops::submit`] submits the list without
+//! waiting (the expert slot cache's GPU half, while the host multiplies
+//! the missed experts); the next flush waits for it before anything else,
+//! so its commands need no barrier against it and the staging buffers are
+//! free again.
 //!
 //! Memory: every tensor is a device-local storage buffer of its own.
 //! Activations and KV caches carry a sentinel tail ([`SENTINEL_BYTES`] of a
@@ -33,6 +37,7 @@ use std::ops::Range;
 
 use super::{
     Buffer, BufferKind, Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader,
+    Submission,
 };
 use super::{VkError, VkResult};
 use crate::ggml_type::GgmlType;
@@ -175,6 +180,9 @@ pub struct VulkanStats {
 
 /// The Vulkan backend. See the module docs.
 pub struct VulkanBackend {
+    /// Work submitted by [`Ops::submit`] and not yet waited for. First
+    /// field: dropped (which waits for it) before the buffers it uses.
+    pending: Option<Submission<'static>>,
     ctx: Context,
     slots: Vec<Slot>,
     weights: Vec<GpuWeight>,
@@ -218,6 +226,7 @@ impl VulkanBackend {
         let budget = ctx.limits().device_local_bytes;
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind);
         VulkanBackend {
+            pending: None,
             ctx,
             slots: (0..FIRST_TENSOR).map(|_| empty()).collect(),
             weights: Vec::new(),
@@ -365,6 +374,15 @@ impl VulkanBackend {
         (INBOX, (start / 4) as u32)
     }
 
+    /// Stages host bytes for the next submission: returns the inbox and the
+    /// byte offset where `data` will be.
+    fn stage_bytes(&mut self, data: &[u8]) -> (u32, u64) {
+        let start = self.staged.len().div_ceil(16) * 16;
+        self.staged.resize(start, 0);
+        self.staged.extend_from_slice(data);
+        (INBOX, start as u64)
+    }
+
     /// Records a dispatch of `shader` with `binds` at bindings 0.. and
     /// `push`, over `groups` workgroups.
     ///
@@ -460,7 +478,15 @@ impl VulkanBackend {
             self.staged.clear();
             return Err(e);
         }
-        recorder::flush(self, read).map_err(|e| self.err(e))
+        recorder::flush(self, read, true).map_err(|e| self.err(e))
+    }
+
+    /// Waits for the work [`Ops::submit`] started, if any.
+    fn wait_pending(&mut self) -> Result<(), BackendError> {
+        if let Some(mut p) = self.pending.take() {
+            p.wait().map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 
     /// Checks every sentinel tail; `Err` lists the buffers whose tail
@@ -515,6 +541,7 @@ impl Ops for VulkanBackend {
     }
 
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
+        self.wait_pending()?;
         if !op_matmul::supports(w.ty()) {
             return Err(BackendError::UnsupportedWeight {
                 backend: self.name(),
@@ -563,6 +590,45 @@ impl Ops for VulkanBackend {
             chunks,
         });
         Ok(Weight(self.weights.len() as u32 - 1))
+    }
+
+    fn write_weight_rows(
+        &mut self,
+        w: Weight,
+        row0: usize,
+        bytes: &[u8],
+    ) -> Result<(), BackendError> {
+        let gw = &self.weights[w.0 as usize];
+        let rb = gw.row_bytes;
+        assert!(
+            bytes.len().is_multiple_of(rb) && row0 + bytes.len() / rb <= gw.n_out,
+            "write_weight_rows {}: {} bytes at row {row0} of {} rows of {rb}",
+            gw.name,
+            bytes.len(),
+            gw.n_out
+        );
+        let rows = row0..row0 + bytes.len() / rb;
+        // (chunk buffer, byte offset in it, byte range of `bytes`) per chunk
+        // the rows touch.
+        let parts: Vec<(u32, u64, Range<usize>)> = gw
+            .chunks
+            .iter()
+            .filter_map(|c| {
+                let (a, b) = (rows.start.max(c.row0), rows.end.min(c.row0 + c.rows));
+                (a < b).then(|| {
+                    let src = (a - row0) * rb..(b - row0) * rb;
+                    (c.buf, ((a - c.row0) * rb) as u64, src)
+                })
+            })
+            .collect();
+        for (buf, offset, src) in parts {
+            let (inbox, at) = self.stage_bytes(&bytes[src.clone()]);
+            self.copy_bytes(inbox, at, buf, offset, src.len() as u64);
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn alloc(&mut self, rows: usize, width: usize) -> Result<Act, BackendError> {
@@ -619,6 +685,15 @@ impl Ops for VulkanBackend {
             return Err(e);
         }
         Ok(())
+    }
+
+    fn submit(&mut self) -> Result<(), BackendError> {
+        if let Some(e) = self.error.take() {
+            self.cmds.clear();
+            self.staged.clear();
+            return Err(e);
+        }
+        recorder::flush(self, None, false).map_err(|e| self.err(e))
     }
 
     fn read(&mut self, src: Act, dst: &mut [f32]) -> Result<(), BackendError> {

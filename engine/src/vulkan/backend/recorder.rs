@@ -83,9 +83,20 @@ fn ensure(b: &mut VulkanBackend, slot: u32, size: u64, kind: BufferKind) -> VkRe
     Ok(())
 }
 
-/// Records every pending command into one command buffer, submits it,
-/// waits, and downloads `read` (buffer, byte offset, values).
-pub(super) fn flush(b: &mut VulkanBackend, read: Option<(u32, u64, &mut [f32])>) -> VkResult<()> {
+/// Records every pending command into one command buffer and submits it;
+/// with `wait`, waits and downloads `read` (buffer, byte offset, values),
+/// otherwise leaves it running as the backend's `pending` (no `read`).
+/// Waits first for what an earlier call left running: the staging buffers
+/// are reused, and the commands here need no barrier against it.
+pub(super) fn flush(
+    b: &mut VulkanBackend,
+    read: Option<(u32, u64, &mut [f32])>,
+    wait: bool,
+) -> VkResult<()> {
+    assert!(wait || read.is_none(), "a read waits for its submission");
+    if let Some(mut p) = b.pending.take() {
+        p.wait()?;
+    }
     let cmds = std::mem::take(&mut b.cmds);
     let staged = std::mem::take(&mut b.staged);
     let read_bytes = read
@@ -109,7 +120,7 @@ pub(super) fn flush(b: &mut VulkanBackend, read: Option<(u32, u64, &mut [f32])>)
 
     let mut tracker = HazardTracker::default();
     let (mut dispatches, mut barriers) = (0, 0);
-    {
+    let running = {
         let slots = &b.slots;
         let buf = |id: u32| -> VkResult<&Buffer> {
             slots[id as usize]
@@ -173,7 +184,27 @@ pub(super) fn flush(b: &mut VulkanBackend, read: Option<(u32, u64, &mut [f32])>)
             sub.barrier(Stages::TRANSFER, Stages::HOST)?;
             barriers += 2;
         }
-        sub.submit_and_wait()?;
+        if wait {
+            sub.submit_and_wait()?;
+            None
+        } else {
+            sub.submit()?;
+            Some(sub)
+        }
+    };
+    if let Some(sub) = running {
+        // SAFETY: only the lifetime changes. The submission borrows buffers
+        // of `b.slots`; the backend drops a tensor buffer only when it is
+        // dropped itself, and `pending` is its first field, dropped (which
+        // waits for the fence) before `slots`. The staging buffers that
+        // `ensure` may replace are replaced only by a later flush, which
+        // waits for `pending` first, as does every other use of the queue's
+        // results (`read`, `check_sentinels`, `upload`).
+        b.pending = Some(unsafe {
+            std::mem::transmute::<crate::vulkan::Submission<'_>, crate::vulkan::Submission<'static>>(
+                sub,
+            )
+        });
     }
     b.stats.submissions += 1;
     b.stats.dispatches += dispatches;
