@@ -38,10 +38,10 @@ mod readback;
 mod recorder;
 mod resources;
 
+use super::VkError;
 use super::{
     Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader, Submission,
 };
-use super::VkError;
 use crate::ops::{BackendError, Ops};
 use cmd::Cmd;
 use hazard::Access;
