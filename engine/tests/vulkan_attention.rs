@@ -9,7 +9,7 @@ mod vulkan_support;
 
 use engine::ops::{Act, AttnParams, KvType, Ops};
 use proptest::prelude::*;
-use vulkan_support::{nmse, values, Both, Pair};
+use vulkan_support::{bits, nmse, values, Both, Pair};
 
 /// NMSE limit of the GPU output against the CPU's. Both sides read the same
 /// cache values (the f16 rounding is nearest-even on both) and differ only
@@ -82,7 +82,7 @@ fn cache_words(p: &mut Pair, buf: u32) -> Vec<u32> {
     let n = (p.gpu.buffer_bytes(buf) / 4) as usize;
     let mut f = vec![0.0f32; n];
     p.gpu.read(Act::new(buf, 1, n), &mut f).unwrap();
-    f.iter().map(|v| v.to_bits()).collect()
+    bits(&f)
 }
 
 /// `rows` rows of `width` values at a row offset inside a larger buffer (so
@@ -90,11 +90,7 @@ fn cache_words(p: &mut Pair, buf: u32) -> Vec<u32> {
 fn view(p: &mut Pair, seed: u64, rows: usize, width: usize) -> (Both, Vec<f32>) {
     let data = values(seed, (rows + 1) * width);
     let all = p.act(rows + 1, width, &data);
-    let v = Both {
-        cpu: all.cpu.rows_from(1, rows),
-        gpu: all.gpu.rows_from(1, rows),
-    };
-    (v, data[width..].to_vec())
+    (all.rows_from(1, rows), data[width..].to_vec())
 }
 
 /// Runs every step on both backends; returns the worst NMSE seen.

@@ -5,21 +5,21 @@
 //!
 //! Pick a device with SHARPI_VK_DEVICE (an index or a name substring).
 
+mod vulkan_support;
+
 use std::time::Instant;
 
 use engine::vulkan::{
     shaders, BinaryPush, Buffer, BufferKind, Context, ContextOptions, Stages, Submission,
 };
+use vulkan_support::values;
 
 /// A context with validation on. Validation is required here: without the
 /// layer these tests cannot tell a correct program from a lucky one.
 fn context() -> Context {
-    let device = std::env::var("SHARPI_VK_DEVICE")
-        .map(|s| s.parse().expect("infallible"))
-        .unwrap_or_default();
     match Context::new(&ContextOptions {
         validation: true,
-        device,
+        device: vulkan_support::device(),
     }) {
         Ok(ctx) => {
             eprintln!("device: {}", ctx.device_info());
@@ -45,22 +45,6 @@ fn assert_no_validation_messages(ctx: &Context, test: &str) {
         messages.len()
     );
     assert_eq!(ctx.validation_error_count(), 0);
-}
-
-/// splitmix64 values mapped to multiples of 2^-23 in [-1, 1): exact in f32, so
-/// sums compare exactly against the CPU.
-fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            (z >> 40) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
 }
 
 fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {

@@ -5,28 +5,23 @@
 //! and a plan that does not fit is refused in one line.
 
 mod model_support;
+mod vulkan_support;
 
 use std::sync::Arc;
 
 use engine::model::Model;
 use engine::placement::{GpuRequest, Side};
 use engine::session::{Outputs, Session, SessionConfig};
-use engine::vulkan::VulkanOptions;
 use model_support::Tiny;
+use vulkan_support::nmse;
 
+/// `gpu_layers` on the GPU, the embedding and head on `fixed_on`, in at
+/// most `memory_limit` bytes.
 fn request(gpu_layers: i64, fixed_on: Option<Side>, memory_limit: Option<u64>) -> GpuRequest {
     GpuRequest {
-        gpu_layers,
         fixed_on,
-        threads: 2,
-        vk: VulkanOptions {
-            device: std::env::var("SHARPI_VK_DEVICE")
-                .map(|s| s.parse().expect("infallible"))
-                .unwrap_or_default(),
-            validation: true,
-        },
         memory_limit,
-        moe_cache: None,
+        ..vulkan_support::session::request(gpu_layers)
     }
 }
 
@@ -36,23 +31,9 @@ fn tokens(n: usize, vocab: u64) -> Vec<u32> {
         .collect()
 }
 
-fn nmse(want: &[f32], got: &[f32]) -> f64 {
-    let (mut e, mut r) = (0f64, 0f64);
-    for (w, g) in want.iter().zip(got) {
-        e += (*w as f64 - *g as f64).powi(2);
-        r += (*w as f64).powi(2);
-    }
-    e / r.max(1e-300)
-}
-
+/// Logits of every position of `toks` and of a decode step.
 fn logits(m: &Arc<Model>, req: &GpuRequest, toks: &[u32]) -> Vec<f32> {
-    let cfg = SessionConfig::default();
-    let (mut s, plan) = Session::on_devices(Arc::clone(m), req, &cfg).unwrap();
-    let mut out = s.forward(toks, Outputs::All, None).unwrap().to_vec();
-    out.extend_from_slice(s.decode(2).unwrap());
-    let msgs = s.devices().validation_messages();
-    assert!(msgs.is_empty(), "{plan}: {msgs:?}");
-    out
+    vulkan_support::session::logits(m, req, toks, &[2]).0
 }
 
 #[test]

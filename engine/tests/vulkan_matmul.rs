@@ -17,41 +17,14 @@
 
 mod vulkan_support;
 
-use engine::ops::{Ops, WeightSource};
-use engine::quant::{dequantize_row, quantize_row};
+use engine::ops::Ops;
 use engine::vulkan::KernelLayout;
 use engine::GgmlType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::cell::{Cell, RefCell};
-use vulkan_support::{nmse, values, Both, Pair};
-
-/// Largest NMSE of the GPU against the f64 product of the dequantized
-/// weights: only f32 rounding (accumulation of up to 1024 products)
-/// separates them. Measured over 450 random shapes per type (at least 32
-/// outputs each): at most 7.5e-13 (Q4_1; 1.3e-13 for the float types, whose
-/// rows here are shorter). The limit is ~4x that; a single wrong block gives
-/// > 1e-4.
-const LIMIT_F64: f64 = 3e-12;
-
-/// Largest NMSE of the GPU against the CPU op, per type: the CPU's
-/// activation rounding. Measured maxima over 450 random shapes per type
-/// (at least 32 outputs each; `SHARPI_MATMUL_CASES`), limits ~4x:
-fn cpu_limit(ty: GgmlType) -> f64 {
-    match ty {
-        // Same f32 products, another summation order: 1.2e-13.
-        GgmlType::F32 => 5e-13,
-        // x rounded to f16: 1.5e-7.
-        GgmlType::F16 => 6e-7,
-        // x rounded to bf16: 5.4e-6.
-        GgmlType::BF16 => 2.5e-5,
-        // x quantized to Q8_0 / Q8_1 / Q8_K: Q2_K 3.3e-5, Q3_K 6.1e-5,
-        // Q4_0 2.6e-5, Q4_1 3.1e-5, Q4_K 3.1e-5, Q5_0 6.2e-5, Q5_1 3.5e-5,
-        // Q5_K 2.8e-5, Q6_K 4.5e-5, Q8_0 2.8e-5 (test-backend-ops allows
-        // 5e-4 for MUL_MAT).
-        _ => 2.5e-4,
-    }
-}
+use vulkan_support::weights::{cpu_limit, dot_f64, f32_sum_bound, weight, LIMIT_F64};
+use vulkan_support::{bits, nmse, values, Both, Pair};
 
 const TYPES: [GgmlType; 13] = [
     GgmlType::F32,
@@ -69,30 +42,14 @@ const TYPES: [GgmlType; 13] = [
     GgmlType::Q6_K,
 ];
 
-/// A `[n_in, n_out]` weight of `ty` from values in [-1, 1], and its
-/// dequantized values (row-major).
-fn weight(ty: GgmlType, n_in: usize, n_out: usize, seed: u64) -> (WeightSource, Vec<f32>) {
-    let v = values(seed, n_in * n_out);
-    let mut bytes = vec![0u8; ty.bytes_for((n_in * n_out) as u64).unwrap() as usize];
-    quantize_row(ty, &v, &mut bytes).unwrap();
-    let mut deq = vec![0.0; n_in * n_out];
-    dequantize_row(ty, &bytes, &mut deq).unwrap();
-    let name = format!("{}[{n_in}, {n_out}]", ty.name());
-    (WeightSource::from_bytes(&name, ty, n_in, n_out, bytes), deq)
-}
-
 /// `out[t, r] = Σ_c w[r, c] · x[t, c]` in f64, and `Σ_c |w[r, c] · x[t, c]|`
 /// (what bounds the rounding error of any f32 summation order).
 fn reference(w: &[f32], n_in: usize, x: &[f32]) -> (Vec<f32>, Vec<f64>) {
     x.chunks_exact(n_in)
         .flat_map(|xr| {
             w.chunks_exact(n_in).map(move |wr| {
-                let terms = wr
-                    .iter()
-                    .zip(xr)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b));
-                let sum: f64 = terms.clone().sum();
-                (sum as f32, terms.map(f64::abs).sum::<f64>())
+                let (sum, abs) = dot_f64(wr, xr);
+                (sum as f32, abs)
             })
         })
         .unzip()
@@ -116,15 +73,9 @@ fn check_matmul(
         n_in,
         &[vec![0.5; n_in], xv.clone(), vec![0.5; n_in]].concat(),
     );
-    let x = Both {
-        cpu: xa.cpu.rows_from(1, rows),
-        gpu: xa.gpu.rows_from(1, rows),
-    };
+    let x = xa.rows_from(1, rows);
     let oa = p.zeros(rows + 1, n_out);
-    let out = Both {
-        cpu: oa.cpu.rows_from(1, rows),
-        gpu: oa.gpu.rows_from(1, rows),
-    };
+    let out = oa.rows_from(1, rows);
     p.cpu.matmul(wc, x.cpu, out.cpu);
     p.gpu.matmul(wg, x.gpu, out.gpu);
     let (c, g) = p.read(out);
@@ -143,7 +94,7 @@ fn check_matmul(
     // this holds for any shape, even a single output near zero, where an
     // NMSE means little.
     for (i, ((&g, &w), &a)) in g.iter().zip(&want).zip(&abs).enumerate() {
-        let bound = (n_in + 2) as f64 * a / (1u64 << 24) as f64;
+        let bound = f32_sum_bound(n_in, a);
         assert!(
             (f64::from(g) - f64::from(w)).abs() <= bound,
             "{src:?} rows {rows}: out[{}, {}] = {g}, f64 gives {w} (bound {bound:e})",
@@ -172,20 +123,12 @@ fn shapes(ty: GgmlType) -> impl Strategy<Value = (usize, usize, usize, u64)> {
         })
 }
 
-/// The device's own kernel layout first, then the other one.
-fn layouts(p: &Pair) -> [KernelLayout; 2] {
-    match p.gpu.kernel_layout() {
-        KernelLayout::Gpu => [KernelLayout::Gpu, KernelLayout::Cpu],
-        KernelLayout::Cpu => [KernelLayout::Cpu, KernelLayout::Gpu],
-    }
-}
-
 /// Shapes per type in the device's own layout, and in the other one.
 const CASES: [u32; 2] = [10, 3];
 
 fn matmul_type(ty: GgmlType) {
     let mut p = Pair::new();
-    for (layout, cases) in layouts(&p).into_iter().zip(CASES) {
+    for (layout, cases) in p.layouts().into_iter().zip(CASES) {
         p.gpu.set_kernel_layout(layout);
         p = matmul_type_in(p, ty, layout, cases);
     }
@@ -245,14 +188,10 @@ fn embed_type(p: &mut Pair, ty: GgmlType, n_in: usize, n_out: usize, seed: u64) 
         .chain([0, n_out as u32 - 1, 0])
         .collect();
     let oa = p.zeros(tokens.len() + 1, n_in);
-    let out = Both {
-        cpu: oa.cpu.rows_from(1, tokens.len()),
-        gpu: oa.gpu.rows_from(1, tokens.len()),
-    };
+    let out = oa.rows_from(1, tokens.len());
     p.cpu.embed(wc, &tokens, out.cpu);
     p.gpu.embed(wg, &tokens, out.gpu);
     let (c, g) = p.read(out);
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&c), bits(&g), "{src:?}: embed differs from the CPU");
     for (t, &id) in tokens.iter().enumerate() {
         let row = &deq[id as usize * n_in..(id as usize + 1) * n_in];
@@ -294,7 +233,7 @@ fn tiny_outputs_within_the_f32_bound() {
     // One to three outputs per row, one and three rows (matvec and matmul):
     // only the per-element bound of `check_matmul` is asserted.
     let mut p = Pair::new();
-    for layout in layouts(&p) {
+    for layout in p.layouts() {
         p.gpu.set_kernel_layout(layout);
         for (i, &ty) in TYPES.iter().enumerate() {
             let n_in = if ty.block_elems() == 1 {
@@ -348,7 +287,7 @@ fn chunked_weights() {
         let (_, wg) = p.weight(&src);
         let chunks = p.gpu.weight(wg).chunks.len();
         assert_eq!(chunks, 7, "{src:?}");
-        for layout in layouts(&p) {
+        for layout in p.layouts() {
             p.gpu.set_kernel_layout(layout);
             // 5 and 11 rows: full and partial groups of matmul_cpu's tokens
             // (4 per invocation); 7-row chunks: partial groups of its 8 rows.
@@ -382,7 +321,7 @@ fn matvec_spills_workgroups_into_y() {
     let xv = values(12, n_in);
     let x = p.act(1, n_in, &xv);
     let want = reference(&deq, n_in, &xv).0;
-    for layout in layouts(&p) {
+    for layout in p.layouts() {
         p.gpu.set_kernel_layout(layout);
         let out = p.zeros(1, n_out);
         p.cpu.matmul(wc, x.cpu, out.cpu);

@@ -12,9 +12,9 @@
 //! - `matmul_id`: every weight type, broadcast and per-slot inputs, decode
 //!   (one row: all slots in one dispatch) and prefill (grouped by expert,
 //!   experts chosen by many rows), in both kernel layouts, against the CPU
-//!   (which quantizes activations) with `vulkan_matmul.rs`'s limits and
-//!   against an f64 product of the dequantized weights; weights chunked on
-//!   expert boundaries.
+//!   (which quantizes activations) with `vulkan_matmul.rs`'s limits (in
+//!   `vulkan_support/weights.rs`) and against an f64 product of the
+//!   dequantized weights; weights chunked on expert boundaries.
 //!
 //! Every test ends with `Pair::finish`: sentinels intact, zero validation
 //! messages (synchronization validation on).
@@ -23,13 +23,12 @@ mod vulkan_support;
 
 use engine::cpu::argsort_desc;
 use engine::ops::{GluKind, Ops, WeightSource};
-use engine::quant::{dequantize_row, quantize_row};
-use engine::vulkan::KernelLayout;
 use engine::GgmlType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::cell::RefCell;
-use vulkan_support::{assert_nmse, nmse, values, Both, Pair};
+use vulkan_support::weights::{cpu_limit, dot_f64, experts, f32_sum_bound, LIMIT_F64};
+use vulkan_support::{assert_nmse, bits, nmse, values, Both, Pair};
 
 /// Largest NMSE of the GPU's softmax against the CPU's. Measured over the
 /// shapes of `softmax_rows` (logits in [-8, 8]) on lavapipe: at most
@@ -45,37 +44,18 @@ const SOFTMAX_REL: f32 = 4e-6;
 /// rounded (GLSL allows 2.5 ulps).
 const NORMALIZE_REL: f32 = 2.5e-7;
 
-/// NMSE limits against the CPU op as in `vulkan_matmul.rs` (there measured
-/// over 450 shapes per type): the CPU quantizes activations.
-fn cpu_limit(ty: GgmlType) -> f64 {
-    match ty {
-        GgmlType::F32 => 5e-13,
-        GgmlType::F16 => 6e-7,
-        GgmlType::BF16 => 2.5e-5,
-        _ => 2.5e-4,
-    }
-}
-
 /// Largest NMSE of the whole routed feed-forward (`moe_block_in_one_submission`:
 /// three Q8_0 expert products and SwiGLU between them, each CPU product on
 /// Q8_0-quantized activations): measured 1.2e-4 on lavapipe; the limit is
 /// test-backend-ops' MUL_MAT / MUL_MAT_ID one.
 const BLOCK_NMSE: f64 = 5e-4;
 
-/// Largest NMSE against the f64 product of the dequantized weights (only
-/// f32 rounding between them), as in `vulkan_matmul.rs`.
-const LIMIT_F64: f64 = 3e-12;
-
 /// A view of rows `1..1 + rows` of a buffer one row longer on each side
 /// (offsets exercised; the rows around must stay untouched).
 fn inner(p: &mut Pair, rows: usize, width: usize, data: &[f32]) -> (Both, Both) {
     let pad = vec![0.25; width];
     let all = p.act(rows + 2, width, &[&pad[..], data, &pad[..]].concat());
-    let view = Both {
-        cpu: all.cpu.rows_from(1, rows),
-        gpu: all.gpu.rows_from(1, rows),
-    };
-    (all, view)
+    (all, all.rows_from(1, rows))
 }
 
 /// Reads `all` from the GPU and checks its first and last rows still hold
@@ -87,10 +67,6 @@ fn padding_intact(p: &mut Pair, all: Both, what: &str) {
         g[..w].iter().chain(&g[g.len() - w..]).all(|&v| v == 0.25),
         "{what}: wrote outside its rows"
     );
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 /// Largest |g - c| / |c| (0 where both are 0).
@@ -312,26 +288,6 @@ fn groups_are_bit_exact() {
 
 // ---- expert products -----------------------------------------------------
 
-/// `n_expert` stacked `[n_in, n_out]` matrices of `ty` from values in
-/// [-1, 1], and their dequantized values.
-fn experts(
-    ty: GgmlType,
-    n_in: usize,
-    n_out: usize,
-    n_expert: usize,
-    seed: u64,
-) -> (WeightSource, Vec<f32>) {
-    let total = n_in * n_out * n_expert;
-    let v = values(seed, total);
-    let mut bytes = vec![0u8; ty.bytes_for(total as u64).unwrap() as usize];
-    quantize_row(ty, &v, &mut bytes).unwrap();
-    let mut deq = vec![0.0; total];
-    dequantize_row(ty, &bytes, &mut deq).unwrap();
-    let name = format!("{}[{n_in}, {n_out}, {n_expert}]", ty.name());
-    let src = WeightSource::from_bytes(&name, ty, n_in, n_out * n_expert, bytes).stacked(n_expert);
-    (src, deq)
-}
-
 /// Expert ids `[rows, k]` as top_k gives them (distinct in a row), from
 /// random router probabilities.
 fn routed(seed: u64, rows: usize, n_expert: usize, k: usize) -> Vec<f32> {
@@ -382,15 +338,10 @@ fn check_matmul_id(
         let xr = &xv[xr * n_in..(xr + 1) * n_in];
         for r in 0..n_out {
             let wr = &deq[(e * n_out + r) * n_in..(e * n_out + r + 1) * n_in];
-            let terms = wr
-                .iter()
-                .zip(xr)
-                .map(|(&a, &b)| f64::from(a) * f64::from(b));
-            let sum: f64 = terms.clone().sum();
-            let abs: f64 = terms.map(f64::abs).sum();
+            let (sum, abs) = dot_f64(wr, xr);
             let o = s * n_out + r;
             want[o] = sum as f32;
-            let bound = (n_in + 2) as f64 * abs / (1u64 << 24) as f64;
+            let bound = f32_sum_bound(n_in, abs);
             assert!(
                 (f64::from(g[o]) - sum).abs() <= bound,
                 "{src:?} pair {s} (expert {e}) row {r}: {} vs f64 {sum} (bound {bound:e})",
@@ -402,14 +353,6 @@ fn check_matmul_id(
     (nmse(&c, &g), nmse(&want, &g))
 }
 
-/// The device's own kernel layout first, then the other one.
-fn layouts(p: &Pair) -> [KernelLayout; 2] {
-    match p.gpu.kernel_layout() {
-        KernelLayout::Gpu => [KernelLayout::Gpu, KernelLayout::Cpu],
-        KernelLayout::Cpu => [KernelLayout::Cpu, KernelLayout::Gpu],
-    }
-}
-
 /// Decode (1 row), a few rows, and a 64-row prefill batch (each expert
 /// chosen by ~16-32 rows), broadcast and per-slot, in both layouts.
 fn matmul_id_type(ty: GgmlType) {
@@ -419,7 +362,7 @@ fn matmul_id_type(ty: GgmlType) {
     let (n_out, n_expert) = (40, 8);
     let (src, deq) = experts(ty, n_in, n_out, n_expert, 7);
     let (mut worst_cpu, mut worst_f64) = (0.0f64, 0.0f64);
-    for layout in layouts(&p) {
+    for layout in p.layouts() {
         p.gpu.set_kernel_layout(layout);
         for (i, &(rows, k)) in [(1, 4), (1, 1), (5, 2), (64, 4)].iter().enumerate() {
             let ids = routed(30 + i as u64, rows, n_expert, k);
@@ -486,7 +429,7 @@ fn matmul_id_one_expert_for_every_pair() {
     let (n_in, n_out, n_expert, k) = (64, 24, 6, 4);
     let (src, deq) = experts(GgmlType::Q8_0, n_in, n_out, n_expert, 9);
     let ids = vec![3.0; 40 * k];
-    for layout in layouts(&p) {
+    for layout in p.layouts() {
         p.gpu.set_kernel_layout(layout);
         for per_slot in [false, true] {
             let (vc, vf) = check_matmul_id(
@@ -527,7 +470,7 @@ fn matmul_id_chunked_on_expert_boundaries() {
                 .all(|c| c.row0 % n_out == 0 && c.rows % n_out == 0),
             "{src:?}: {chunks:?}"
         );
-        for layout in layouts(&p) {
+        for layout in p.layouts() {
             p.gpu.set_kernel_layout(layout);
             for (rows, k) in [(1, 3), (20, 3)] {
                 let ids = routed(50, rows, n_expert, k);

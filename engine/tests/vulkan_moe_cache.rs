@@ -6,30 +6,23 @@
 //! multiplied, not the result.
 
 mod model_support;
+mod vulkan_support;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use engine::expert_cache::{CacheSize, LayerStats};
 use engine::model::Model;
 use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
-use engine::vulkan::VulkanOptions;
 use model_support::gguf_support::model_path;
+use vulkan_support::nmse;
+use vulkan_support::session::{load, logits};
 
+/// `gpu_layers` on the GPU, with `moe_cache` slots.
 fn request(gpu_layers: i64, moe_cache: Option<CacheSize>) -> GpuRequest {
     GpuRequest {
-        gpu_layers,
-        fixed_on: None,
-        threads: 2,
-        vk: VulkanOptions {
-            device: std::env::var("SHARPI_VK_DEVICE")
-                .map(|s| s.parse().expect("infallible"))
-                .unwrap_or_default(),
-            validation: true,
-        },
-        memory_limit: None,
         moe_cache,
+        ..vulkan_support::session::request(gpu_layers)
     }
 }
 
@@ -37,30 +30,13 @@ fn request(gpu_layers: i64, moe_cache: Option<CacheSize>) -> GpuRequest {
 /// cache's counts.
 fn run(m: &Arc<Model>, gpu_layers: i64, cache: Option<CacheSize>) -> (Vec<f32>, Vec<LayerStats>) {
     let toks: Vec<u32> = (0..9).map(|i| 100 + 37 * i).collect();
-    let cfg = SessionConfig::default();
-    let (mut s, plan) =
-        Session::on_devices(Arc::clone(m), &request(gpu_layers, cache), &cfg).unwrap();
-    let mut out = s.forward(&toks, Outputs::All, None).unwrap().to_vec();
-    for t in [17, 401, 17] {
-        out.extend_from_slice(s.decode(t).unwrap());
-    }
-    let msgs = s.devices().validation_messages();
-    assert!(msgs.is_empty(), "{plan}: {msgs:?}");
+    let (out, s) = logits(m, &request(gpu_layers, cache), &toks, &[17, 401, 17]);
     (out, s.expert_stats())
-}
-
-fn nmse(want: &[f32], got: &[f32]) -> f64 {
-    let (mut e, mut r) = (0f64, 0f64);
-    for (w, g) in want.iter().zip(got) {
-        e += (f64::from(*w) - f64::from(*g)).powi(2);
-        r += f64::from(*w).powi(2);
-    }
-    e / r
 }
 
 #[test]
 fn the_cache_size_changes_where_experts_run_not_the_logits() {
-    let m = Arc::new(Model::load(Path::new(&model_path("synth-qwen3moe.gguf"))).unwrap());
+    let m = load(&model_path("synth-qwen3moe.gguf"));
     let n_layer = m.hparams().n_layer;
     let (gpu, none) = run(&m, -1, None);
     assert!(none.is_empty());
@@ -111,7 +87,7 @@ fn the_cache_size_changes_where_experts_run_not_the_logits() {
 
 #[test]
 fn the_plan_counts_slots_instead_of_experts() {
-    let m = Arc::new(Model::load(Path::new(&model_path("synth-qwen3moe.gguf"))).unwrap());
+    let m = load(&model_path("synth-qwen3moe.gguf"));
     let cfg = SessionConfig::default();
     let gpu_bytes = |cache| {
         let (_, plan) = Session::on_devices(Arc::clone(&m), &request(-1, cache), &cfg).unwrap();
@@ -149,7 +125,7 @@ fn taps(m: &Arc<Model>, cache: Option<CacheSize>) -> Vec<engine::trace::Recorded
 
 #[test]
 fn expert_taps_are_assembled_from_both_devices() {
-    let m = Arc::new(Model::load(Path::new(&model_path("synth-qwen3moe.gguf"))).unwrap());
+    let m = load(&model_path("synth-qwen3moe.gguf"));
     let gpu = taps(&m, None);
     for cache in [0, 16, 32] {
         let got = taps(&m, Some(CacheSize::Slots(cache)));

@@ -7,8 +7,8 @@
 #![cfg(feature = "fault-injection")]
 
 mod model_support;
+mod vulkan_support;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use engine::expert_cache::CacheSize;
@@ -16,22 +16,15 @@ use engine::model::Model;
 use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
 use engine::trace::Recorder;
-use engine::vulkan::VulkanOptions;
 use model_support::gguf_support::model_path;
+use vulkan_support::nmse;
+use vulkan_support::session::load;
 
+/// Every layer on the GPU, with `moe_cache` slots.
 fn request(moe_cache: Option<CacheSize>) -> GpuRequest {
     GpuRequest {
-        gpu_layers: -1,
-        fixed_on: None,
-        threads: 2,
-        vk: VulkanOptions {
-            device: std::env::var("SHARPI_VK_DEVICE")
-                .map(|s| s.parse().expect("infallible"))
-                .unwrap_or_default(),
-            validation: true,
-        },
-        memory_limit: None,
         moe_cache,
+        ..vulkan_support::session::request(-1)
     }
 }
 
@@ -50,18 +43,9 @@ fn up_per_token(m: &Arc<Model>, cache: Option<CacheSize>) -> Vec<Vec<f32>> {
     out
 }
 
-fn nmse(want: &[f32], got: &[f32]) -> f64 {
-    let (mut e, mut r) = (0f64, 0f64);
-    for (w, g) in want.iter().zip(got) {
-        e += (f64::from(*w) - f64::from(*g)).powi(2);
-        r += f64::from(*w).powi(2);
-    }
-    e / r
-}
-
 #[test]
 fn a_stale_slot_shows_at_layer_0_ffn_moe_up() {
-    let m = Arc::new(Model::load(Path::new(&model_path("synth-qwen3moe.gguf"))).unwrap());
+    let m = load(&model_path("synth-qwen3moe.gguf"));
     let plain = up_per_token(&m, None);
     let half = Some(CacheSize::Slots(16));
     let clean = up_per_token(&m, half);

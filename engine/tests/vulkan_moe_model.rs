@@ -5,54 +5,19 @@
 //! 9-token prefill then a decode step, validation on.
 
 mod model_support;
+mod vulkan_support;
 
-use std::path::Path;
-use std::sync::Arc;
-
-use engine::model::Model;
-use engine::placement::GpuRequest;
-use engine::session::{Outputs, Session, SessionConfig};
-use engine::vulkan::VulkanOptions;
 use model_support::gguf_support::model_path;
-
-fn request(gpu_layers: i64) -> GpuRequest {
-    GpuRequest {
-        gpu_layers,
-        fixed_on: None,
-        threads: 2,
-        vk: VulkanOptions {
-            device: std::env::var("SHARPI_VK_DEVICE")
-                .map(|s| s.parse().expect("infallible"))
-                .unwrap_or_default(),
-            validation: true,
-        },
-        memory_limit: None,
-        moe_cache: None,
-    }
-}
-
-fn logits(m: &Arc<Model>, gpu_layers: i64, toks: &[u32]) -> Vec<f32> {
-    let cfg = SessionConfig::default();
-    let (mut s, plan) = Session::on_devices(Arc::clone(m), &request(gpu_layers), &cfg).unwrap();
-    let mut out = s.forward(toks, Outputs::All, None).unwrap().to_vec();
-    out.extend_from_slice(s.decode(17).unwrap());
-    let msgs = s.devices().validation_messages();
-    assert!(msgs.is_empty(), "{plan}: {msgs:?}");
-    out
-}
+use vulkan_support::nmse;
+use vulkan_support::session::{load, logits, request};
 
 #[test]
 fn synthetic_qwen3moe_on_the_gpu_agrees_with_the_cpu() {
-    let m = Arc::new(Model::load(Path::new(&model_path("synth-qwen3moe.gguf"))).unwrap());
+    let m = load(&model_path("synth-qwen3moe.gguf"));
     let toks: Vec<u32> = (0..9).map(|i| 100 + 37 * i).collect();
-    let cpu = logits(&m, 0, &toks);
-    let gpu = logits(&m, -1, &toks);
-    let (mut e, mut r) = (0f64, 0f64);
-    for (w, g) in cpu.iter().zip(&gpu) {
-        e += (f64::from(*w) - f64::from(*g)).powi(2);
-        r += f64::from(*w).powi(2);
-    }
-    let nmse = e / r;
+    let (cpu, _) = logits(&m, &request(0), &toks, &[17]);
+    let (gpu, _) = logits(&m, &request(-1), &toks, &[17]);
+    let nmse = nmse(&cpu, &gpu);
     eprintln!("synth-qwen3moe -g -1: logits NMSE vs CPU {nmse:.2e}");
     // The GPU's products multiply f32 activations, the CPU's quantize them
     // first: measured 1.8e-4 on lavapipe. The limit is vulkan_hybrid.rs's.

@@ -9,6 +9,7 @@ use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
 use super::error::{VkCall, VkError, VkResult};
 use super::instance::{DeviceInfo, DeviceSelector, Instance, API_VERSION};
+use super::limits::DeviceLimits;
 use super::pipeline::Pipeline;
 use super::shaders::{self, Shader};
 use super::validation::ValidationLog;
@@ -29,18 +30,6 @@ pub struct ContextOptions {
 #[derive(Clone)]
 pub struct Context {
     pub(crate) shared: Arc<Shared>,
-}
-
-/// Limits the rest of the backend needs.
-#[derive(Clone, Copy, Debug)]
-pub struct DeviceLimits {
-    pub max_compute_work_group_count: [u32; 3],
-    pub max_push_constants_size: u32,
-    pub max_storage_buffer_range: u32,
-    /// Bytes of the device-local memory heaps together (the budget of
-    /// weights, KV caches and activations).
-    pub device_local_bytes: u64,
-    pub min_storage_buffer_offset_alignment: u64,
 }
 
 pub(crate) struct Shared {
@@ -117,19 +106,7 @@ impl Context {
         };
         // SAFETY: `physical` belongs to this live instance.
         let memory = unsafe { instance.raw.get_physical_device_memory_properties(physical) };
-        let device_local_bytes = memory.memory_heaps[..memory.memory_heap_count as usize]
-            .iter()
-            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
-            .map(|h| h.size)
-            .sum();
-        let l = &props.limits;
-        let limits = DeviceLimits {
-            max_compute_work_group_count: l.max_compute_work_group_count,
-            max_push_constants_size: l.max_push_constants_size,
-            max_storage_buffer_range: l.max_storage_buffer_range,
-            device_local_bytes,
-            min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
-        };
+        let limits = DeviceLimits::new(&props, &memory);
         Ok(Self {
             shared: Arc::new(Shared {
                 pipelines: shaders::ALL.iter().map(|_| OnceLock::new()).collect(),

@@ -1,5 +1,5 @@
 //! Buffers through gpu-allocator: device-local storage buffers and host-visible
-//! staging buffers, plus one-shot upload/download through staging.
+//! staging buffers ([`transfer`](super::transfer) copies through the latter).
 
 use std::mem::ManuallyDrop;
 
@@ -9,7 +9,6 @@ use gpu_allocator::MemoryLocation;
 
 use super::context::Context;
 use super::error::{VkCall, VkError, VkResult};
-use super::submit::Stages;
 
 /// What a buffer is for; decides its memory and usage flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +71,7 @@ host_scalar!(
     half::bf16
 );
 
-fn bytes_of<T: HostScalar>(data: &[T]) -> &[u8] {
+pub(crate) fn bytes_of<T: HostScalar>(data: &[T]) -> &[u8] {
     // SAFETY: HostScalar types have no padding, so the slice's memory is
     // size_of_val(data) initialised bytes; u8 has alignment 1; the result borrows
     // `data`.
@@ -90,7 +89,8 @@ fn bytes_of_mut<T: HostScalar>(data: &mut [T]) -> &mut [u8] {
 
 /// A `VkBuffer` with its own allocation. Keeps its [`Context`] alive; Drop
 /// destroys the buffer, then frees the memory. Dropping a buffer that pending
-/// GPU work uses is prevented by [`Submission`](super::Submission) borrowing it.
+/// GPU work uses is prevented by [`Submission`](super::Submission) borrowing it
+/// (or holding a clone of its `Arc`).
 pub struct Buffer {
     pub(crate) ctx: Context,
     pub(crate) raw: vk::Buffer,
@@ -179,69 +179,6 @@ impl Context {
             BufferKind::Storage,
         )
     }
-
-    /// Copies `data` into `dst` at byte `offset` through a staging buffer, and
-    /// waits. Begins with a compute/transfer -> transfer barrier (earlier work on
-    /// the queue is done with `dst`) and ends with a transfer -> compute/transfer
-    /// barrier, so later dispatches and copies on this queue see the data.
-    pub fn upload<T: HostScalar>(&self, dst: &Buffer, offset: u64, data: &[T]) -> VkResult<()> {
-        let bytes = bytes_of(data);
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        dst.check_range(offset, bytes.len() as u64)?;
-        let mut staging = self.create_buffer(
-            &format!("{} (upload)", dst.name),
-            bytes.len() as u64,
-            BufferKind::Upload,
-        )?;
-        staging.write(0, data)?;
-        let mut sub = self.submission()?;
-        sub.barrier(Stages::COMPUTE | Stages::TRANSFER, Stages::TRANSFER)?;
-        sub.copy(&staging, 0, dst, offset, bytes.len() as u64)?;
-        sub.barrier(Stages::TRANSFER, Stages::COMPUTE | Stages::TRANSFER)?;
-        sub.submit_and_wait()
-    }
-
-    /// Copies `out.len()` elements from `src` at byte `offset` through a staging
-    /// buffer, and waits. Begins with a compute/transfer -> transfer barrier, so
-    /// earlier dispatches' and copies' writes are seen.
-    pub fn download<T: HostScalar>(
-        &self,
-        src: &Buffer,
-        offset: u64,
-        out: &mut [T],
-    ) -> VkResult<()> {
-        let size = std::mem::size_of_val(out) as u64;
-        if size == 0 {
-            return Ok(());
-        }
-        src.check_range(offset, size)?;
-        let staging = self.create_buffer(
-            &format!("{} (download)", src.name),
-            size,
-            BufferKind::Download,
-        )?;
-        let mut sub = self.submission()?;
-        sub.barrier(Stages::COMPUTE | Stages::TRANSFER, Stages::TRANSFER)?;
-        sub.copy(src, offset, &staging, 0, size)?;
-        sub.barrier(Stages::TRANSFER, Stages::HOST)?;
-        sub.submit_and_wait()?;
-        drop(sub);
-        staging.read(0, out)
-    }
-
-    /// [`Context::download`] into a new vector of `len` elements.
-    pub fn download_vec<T: HostScalar>(
-        &self,
-        src: &Buffer,
-        offset: u64,
-        len: usize,
-    ) -> VkResult<Vec<T>> {
-        let mut out = vec![T::default(); len];
-        self.download(src, offset, &mut out)?;
-        Ok(out)
-    }
 }
 
 impl Buffer {
@@ -325,7 +262,8 @@ impl std::fmt::Debug for Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         // SAFETY: no pending work uses the buffer: a Submission borrows every buffer
-        // it records for its whole life and waits for its fence before it drops.
+        // it records for its whole life, or holds its Arc until the fence has
+        // signalled, and waits for its fence before it drops.
         // The buffer is destroyed before its memory is freed.
         unsafe { self.ctx.shared.device.destroy_buffer(self.raw, None) };
         // SAFETY: taken exactly once, here; `self.allocation` is not used again.

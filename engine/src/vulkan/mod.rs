@@ -39,24 +39,27 @@ mod context;
 mod descriptors;
 mod error;
 mod instance;
+mod limits;
 mod memory;
 mod pipeline;
 pub mod push;
 pub mod shaders;
 mod submit;
+mod transfer;
 mod validation;
 
 pub use backend::{KernelLayout, VulkanBackend, VulkanOptions, VulkanStats};
-pub use context::{Context, ContextOptions, DeviceLimits};
+pub use context::{Context, ContextOptions};
 pub use error::{VkError, VkResult};
 pub use instance::{
     list_devices, validation_layer_present, DeviceInfo, DeviceKind, DeviceSelector,
 };
+pub use limits::DeviceLimits;
 pub use memory::{Buffer, BufferKind, HostScalar};
 pub use pipeline::Pipeline;
 pub use push::{BinaryPush, NoPush, PushConstants};
 pub use shaders::{BindingAccess, Shader};
-pub use submit::{Stages, Submission};
+pub use submit::{BufferRef, Stages, Submission};
 pub use validation::ValidationLog;
 
 #[cfg(test)]

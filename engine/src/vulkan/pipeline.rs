@@ -4,8 +4,8 @@
 
 use ash::vk;
 
-use super::context::DeviceLimits;
 use super::error::{VkCall, VkError, VkResult};
+use super::limits::DeviceLimits;
 use super::shaders::Shader;
 
 /// A compute pipeline with its layouts. Owned by the context's cache.

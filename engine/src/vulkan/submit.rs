@@ -3,8 +3,11 @@
 //!
 //! Barriers are explicit at this level: the caller says where one is needed
 //! ([`Submission::barrier`]). Buffers recorded into a submission are borrowed for
-//! its lifetime `'a`, and dropping a pending submission waits for its fence, so a
-//! buffer can never be freed while the device may still use it.
+//! its lifetime `'a` or shared with it ([`BufferRef`]: the submission keeps a
+//! clone of each `Arc<Buffer>` it records until it is reset or dropped), and
+//! dropping a pending submission waits for its fence, so a buffer can never be
+//! freed while the device may still use it. A submission that outlives the
+//! owner of its buffers (a `Submission<'static>` left running) records `Arc`s.
 
 use std::marker::PhantomData;
 use std::ops::BitOr;
@@ -68,6 +71,42 @@ impl BitOr for Stages {
     }
 }
 
+/// A buffer as a [`Submission`] records it: `&'a Buffer`, borrowed for the
+/// submission's life, or `&Arc<Buffer>`, of which the submission keeps a clone
+/// until its fence has signalled (it is reset or dropped). Sealed: these two
+/// are the only ways a recorded buffer is kept alive.
+pub trait BufferRef<'a>: sealed::Sealed {
+    /// The buffer recorded.
+    fn buffer(&self) -> &Buffer;
+    /// The handle the submission keeps (none for a borrow).
+    fn shared(&self) -> Option<&Arc<Buffer>>;
+}
+
+mod sealed {
+    use super::{Arc, Buffer};
+    pub trait Sealed {}
+    impl Sealed for &Buffer {}
+    impl Sealed for &Arc<Buffer> {}
+}
+
+impl<'a> BufferRef<'a> for &'a Buffer {
+    fn buffer(&self) -> &Buffer {
+        self
+    }
+    fn shared(&self) -> Option<&Arc<Buffer>> {
+        None
+    }
+}
+
+impl<'a> BufferRef<'a> for &Arc<Buffer> {
+    fn buffer(&self) -> &Buffer {
+        self
+    }
+    fn shared(&self) -> Option<&Arc<Buffer>> {
+        Some(self)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Recording,
@@ -83,7 +122,10 @@ pub struct Submission<'a> {
     fence: vk::Fence,
     descriptors: DescriptorArena,
     state: State,
-    /// Buffers recorded here must outlive the submission.
+    /// Shared buffers recorded since the last reset, kept until the fence has
+    /// signalled.
+    kept: Vec<Arc<Buffer>>,
+    /// Borrowed buffers recorded here must outlive the submission.
     _buffers: PhantomData<&'a Buffer>,
 }
 
@@ -104,6 +146,7 @@ impl Context {
             fence: vk::Fence::null(),
             descriptors: DescriptorArena::default(),
             state: State::Complete,
+            kept: Vec::new(),
             _buffers: PhantomData,
         };
         let alloc = vk::CommandBufferAllocateInfo::default()
@@ -146,6 +189,13 @@ impl<'a> Submission<'a> {
         }
     }
 
+    /// Keeps `b` until the fence has signalled, if it is shared.
+    fn keep<'b>(&mut self, b: &impl BufferRef<'b>) {
+        if let Some(shared) = b.shared() {
+            self.kept.push(Arc::clone(shared));
+        }
+    }
+
     fn own(&self, buffer: &Buffer) -> VkResult<()> {
         if Arc::ptr_eq(&buffer.ctx.shared, &self.ctx.shared) {
             Ok(())
@@ -161,12 +211,14 @@ impl<'a> Submission<'a> {
     /// `dst_offset`. Needs barriers around it like any other access.
     pub fn copy(
         &mut self,
-        src: &'a Buffer,
+        src: impl BufferRef<'a>,
         src_offset: u64,
-        dst: &'a Buffer,
+        dst: impl BufferRef<'a>,
         dst_offset: u64,
         size: u64,
     ) -> VkResult<()> {
+        let (src_ref, dst_ref) = (&src, &dst);
+        let (src, dst) = (src_ref.buffer(), dst_ref.buffer());
         self.recording()?;
         self.own(src)?;
         self.own(dst)?;
@@ -180,19 +232,30 @@ impl<'a> Submission<'a> {
             dst_offset,
             size,
         }];
-        // SAFETY: recording state checked; both buffers are live (borrowed for 'a)
-        // and belong to this device, with TRANSFER_SRC/DST usage by kind (a wrong
-        // kind is a validation error, not memory unsafety); ranges checked above.
+        // SAFETY: recording state checked; both buffers are live (borrowed for 'a
+        // or kept until the fence signals) and belong to this device, with
+        // TRANSFER_SRC/DST usage by kind (a wrong kind is a validation error, not
+        // memory unsafety); ranges checked above.
         unsafe {
             self.device()
                 .cmd_copy_buffer(self.cmd, src.raw, dst.raw, &region)
         };
+        self.keep(src_ref);
+        self.keep(dst_ref);
         Ok(())
     }
 
     /// Records a fill of `size` bytes (a multiple of 4) at `offset` (a multiple of
     /// 4) of a storage buffer with the 32-bit pattern `value`. A transfer write.
-    pub fn fill(&mut self, dst: &'a Buffer, offset: u64, size: u64, value: u32) -> VkResult<()> {
+    pub fn fill(
+        &mut self,
+        dst: impl BufferRef<'a>,
+        offset: u64,
+        size: u64,
+        value: u32,
+    ) -> VkResult<()> {
+        let dst_ref = &dst;
+        let dst = dst_ref.buffer();
         self.recording()?;
         self.own(dst)?;
         dst.check_range(offset, size)?;
@@ -203,12 +266,14 @@ impl<'a> Submission<'a> {
                 message: "fill needs a storage buffer and 4-byte-aligned offset and size".into(),
             });
         }
-        // SAFETY: recording state checked; the buffer is live, has TRANSFER_DST
-        // usage (storage kind) and the range is in bounds and aligned (checked above).
+        // SAFETY: recording state checked; the buffer is live (borrowed for 'a or
+        // kept until the fence signals), has TRANSFER_DST usage (storage kind) and
+        // the range is in bounds and aligned (checked above).
         unsafe {
             self.device()
                 .cmd_fill_buffer(self.cmd, dst.raw, offset, size, value)
         };
+        self.keep(dst_ref);
         Ok(())
     }
 
@@ -241,10 +306,10 @@ impl<'a> Submission<'a> {
     /// bound to bindings 0.. of set 0 (whole buffers) and `push` as push constants.
     /// Each dispatch gets a fresh descriptor set, written here once and never again.
     /// Barriers against earlier accesses are the caller's business.
-    pub fn dispatch<P: PushConstants>(
+    pub fn dispatch<P: PushConstants, B: BufferRef<'a>>(
         &mut self,
         pipeline: &Pipeline,
-        buffers: &[&'a Buffer],
+        buffers: &[B],
         push: &P,
         groups: [u32; 3],
     ) -> VkResult<()> {
@@ -253,10 +318,10 @@ impl<'a> Submission<'a> {
 
     /// [`Submission::dispatch`] with the push constants as bytes (checked
     /// against the shader's block size).
-    pub(crate) fn dispatch_bytes(
+    pub(crate) fn dispatch_bytes<B: BufferRef<'a>>(
         &mut self,
         pipeline: &Pipeline,
-        buffers: &[&'a Buffer],
+        buffers: &[B],
         push_bytes: &[u8],
         groups: [u32; 3],
     ) -> VkResult<()> {
@@ -289,7 +354,7 @@ impl<'a> Submission<'a> {
                 "{groups:?} workgroups exceed the device limit {max:?}"
             )));
         }
-        for b in buffers {
+        for b in buffers.iter().map(BufferRef::buffer) {
             self.own(b)?;
             if b.kind() != BufferKind::Storage {
                 return Err(fail(format!(
@@ -307,7 +372,7 @@ impl<'a> Submission<'a> {
             .iter()
             .map(|b| {
                 [vk::DescriptorBufferInfo {
-                    buffer: b.raw,
+                    buffer: b.buffer().raw,
                     offset: 0,
                     range: vk::WHOLE_SIZE,
                 }]
@@ -331,7 +396,8 @@ impl<'a> Submission<'a> {
         unsafe { device.update_descriptor_sets(&writes, &[]) };
         // SAFETY: recording state checked; pipeline, layout and set belong to this
         // device (checked above) and stay alive while the submission exists (the
-        // pipeline lives in the context's cache, the set in our pools); the push
+        // pipeline lives in the context's cache, the set in our pools; the buffers
+        // are borrowed for 'a or kept until the fence signals); the push
         // bytes match the layout's single range (size checked above); the group
         // counts are within the device limits (checked above).
         unsafe {
@@ -355,6 +421,9 @@ impl<'a> Submission<'a> {
             }
             device.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
         }
+        for b in buffers {
+            self.keep(b);
+        }
         Ok(())
     }
 
@@ -374,7 +443,8 @@ impl<'a> Submission<'a> {
         // SAFETY: the command buffer is executable and not pending; the fence is
         // unsignalled (fresh, or reset in `reset`) and not in use; the queue is
         // externally synchronised by the lock; every object the commands use stays
-        // alive until the fence signals (buffers are borrowed for 'a, Drop waits).
+        // alive until the fence signals (buffers are borrowed for 'a or kept in
+        // `kept`, which only `reset` clears after waiting; Drop waits).
         unsafe {
             self.ctx
                 .shared
@@ -429,6 +499,7 @@ impl<'a> Submission<'a> {
                 .call("vkResetCommandPool")?;
         }
         self.descriptors.reset(device)?;
+        self.kept.clear();
         self.begin()
     }
 }

@@ -1,15 +1,35 @@
-//! Shared by the Vulkan op tests: a CPU backend and a Vulkan backend (with
-//! validation and synchronization validation on) side by side, inputs in
-//! [-1, 1], and the checks every op test ends with (NMSE against the CPU,
-//! NaN fails, sentinels intact, zero validation messages).
+//! Shared by the Vulkan tests: the device they run on, a CPU backend and a
+//! Vulkan backend (with validation and synchronization validation on) side
+//! by side, inputs in [-1, 1], and the checks every op test ends with (NMSE
+//! against the CPU, NaN fails, sentinels intact, zero validation messages);
+//! random quantized weights and the limits of their products
+//! ([`weights`]); whole models placed on the devices ([`session`]).
 //!
 //! Pick a device with SHARPI_VK_DEVICE (an index or a name substring).
 
 #![allow(dead_code)]
 
+pub mod session;
+pub mod weights;
+
 use engine::cpu::CpuBackend;
 use engine::ops::{Act, Ops, Weight, WeightSource};
-use engine::vulkan::{VulkanBackend, VulkanOptions};
+use engine::vulkan::{DeviceSelector, KernelLayout, VulkanBackend, VulkanOptions};
+
+/// The device SHARPI_VK_DEVICE names (default: discrete GPU first).
+pub fn device() -> DeviceSelector {
+    std::env::var("SHARPI_VK_DEVICE")
+        .map(|s| s.parse().expect("infallible"))
+        .unwrap_or_default()
+}
+
+/// That device with validation on.
+pub fn options() -> VulkanOptions {
+    VulkanOptions {
+        device: device(),
+        validation: true,
+    }
+}
 
 /// The same activation on both backends.
 #[derive(Clone, Copy, Debug)]
@@ -26,14 +46,7 @@ pub struct Pair {
 
 impl Pair {
     pub fn new() -> Pair {
-        let device = std::env::var("SHARPI_VK_DEVICE")
-            .map(|s| s.parse().expect("infallible"))
-            .unwrap_or_default();
-        let gpu = VulkanBackend::new(&VulkanOptions {
-            device,
-            validation: true,
-        })
-        .unwrap_or_else(|e| {
+        let gpu = VulkanBackend::new(&options()).unwrap_or_else(|e| {
             panic!("cannot open a Vulkan device with validation: {e} (run scripts/setup)")
         });
         Pair {
@@ -74,6 +87,14 @@ impl Pair {
         (c, g)
     }
 
+    /// The device's own kernel layout first, then the other one.
+    pub fn layouts(&self) -> [KernelLayout; 2] {
+        match self.gpu.kernel_layout() {
+            KernelLayout::Gpu => [KernelLayout::Gpu, KernelLayout::Cpu],
+            KernelLayout::Cpu => [KernelLayout::Cpu, KernelLayout::Gpu],
+        }
+    }
+
     /// Sentinels intact and no validation message.
     pub fn finish(&mut self, what: &str) {
         self.gpu
@@ -91,7 +112,18 @@ impl Pair {
     }
 }
 
-/// splitmix64 values in [-1, 1).
+impl Both {
+    /// Rows `row0..row0 + rows` of both.
+    pub fn rows_from(self, row0: usize, rows: usize) -> Both {
+        Both {
+            cpu: self.cpu.rows_from(row0, rows),
+            gpu: self.gpu.rows_from(row0, rows),
+        }
+    }
+}
+
+/// splitmix64 values mapped to multiples of 2^-23 in [-1, 1): exact in f32,
+/// and so is the sum of two (an add compares exactly against the CPU).
 pub fn values(seed: u64, n: usize) -> Vec<f32> {
     let mut state = seed;
     (0..n)
@@ -129,4 +161,9 @@ pub fn nmse(want: &[f32], got: &[f32]) -> f64 {
 pub fn assert_nmse(what: &str, want: &[f32], got: &[f32], limit: f64) {
     let e = nmse(want, got);
     assert!(e <= limit, "{what}: NMSE {e:e} over {limit:e}");
+}
+
+/// The bits of each value (for comparisons where -0 and NaN payloads count).
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
 }

@@ -25,27 +25,28 @@
 //! (a pipeline that does not build, say) is kept and returned by the next
 //! [`Ops::read`] / [`Ops::write`].
 
+mod buffers;
+mod cmd;
 pub mod hazard;
 mod op_attention;
 mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
 mod op_moe;
+mod ops_impl;
+mod readback;
 mod recorder;
+mod resources;
 
-use std::ops::Range;
-
+use super::VkError;
 use super::{
-    Buffer, BufferKind, Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader,
-    Submission,
+    Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader, Submission,
 };
-use super::{VkError, VkResult};
-use crate::ggml_type::GgmlType;
-use crate::ops::{
-    Act, AttnParams, BackendError, GluKind, Kv, KvType, Ops, RopeParams, Weight, WeightSource,
-};
+use crate::ops::{BackendError, Ops};
+use cmd::Cmd;
 use hazard::Access;
-use recorder::Cmd;
+use resources::Slot;
+pub use resources::{Bind, GpuKv, GpuWeight, WeightChunk};
 
 /// Bytes after every activation and KV buffer that must keep
 /// [`SENTINEL_WORD`].
@@ -66,84 +67,6 @@ pub struct VulkanOptions {
     pub device: DeviceSelector,
     /// VK_LAYER_KHRONOS_validation with synchronization validation.
     pub validation: bool,
-}
-
-/// One chunk of a weight: rows `row0..row0 + rows`, in buffer `buf`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WeightChunk {
-    pub buf: u32,
-    pub row0: usize,
-    pub rows: usize,
-}
-
-/// A weight on the device: `n_out` rows of `n_in` elements of `ty`, in
-/// ggml's block layout, split into chunks of whole rows.
-#[derive(Clone, Debug)]
-pub struct GpuWeight {
-    pub name: String,
-    pub ty: GgmlType,
-    pub n_in: usize,
-    pub n_out: usize,
-    /// Bytes of one row.
-    pub row_bytes: usize,
-    pub chunks: Vec<WeightChunk>,
-}
-
-/// A KV cache on the device: `k` `[n_ctx, k_width]` and `v` `[n_ctx,
-/// v_width]`, f32 or f16 (two halves per 32-bit word, low half first).
-#[derive(Clone, Copy, Debug)]
-pub struct GpuKv {
-    pub k: u32,
-    pub v: u32,
-    pub n_ctx: usize,
-    pub k_width: usize,
-    pub v_width: usize,
-    pub ty: KvType,
-}
-
-impl GpuKv {
-    /// Bytes per element.
-    pub fn elem_bytes(&self) -> u64 {
-        match self.ty {
-            KvType::F32 => 4,
-            KvType::F16 => 2,
-        }
-    }
-}
-
-/// A buffer bound to one binding of a dispatch, and the bytes of it the
-/// dispatch touches (for the hazard tracker; the whole buffer is bound).
-/// Whether it is read or written comes from the shader's reflection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bind {
-    pub buf: u32,
-    pub bytes: Range<u64>,
-}
-
-impl Bind {
-    /// The rows of an activation view.
-    pub fn act(a: Act) -> Bind {
-        let e = a.elems();
-        Bind {
-            buf: a.id(),
-            bytes: e.start as u64 * 4..e.end as u64 * 4,
-        }
-    }
-
-    /// A whole weight chunk.
-    pub fn chunk(w: &GpuWeight, c: &WeightChunk) -> Bind {
-        Bind {
-            buf: c.buf,
-            bytes: 0..(c.rows * w.row_bytes) as u64,
-        }
-    }
-}
-
-struct Slot {
-    buffer: Option<Buffer>,
-    /// Bytes ops may use (the sentinel tail follows).
-    usable: u64,
-    sentinel: bool,
 }
 
 /// Which family of matrix kernels (`matmul`, decode matvec) the backend
@@ -180,8 +103,8 @@ pub struct VulkanStats {
 
 /// The Vulkan backend. See the module docs.
 pub struct VulkanBackend {
-    /// Work submitted by [`Ops::submit`] and not yet waited for. First
-    /// field: dropped (which waits for it) before the buffers it uses.
+    /// Work submitted by [`Ops::submit`] and not yet waited for. It holds
+    /// the buffers it uses; dropping it waits for it.
     pending: Option<Submission<'static>>,
     ctx: Context,
     slots: Vec<Slot>,
@@ -304,85 +227,6 @@ impl VulkanBackend {
         }
     }
 
-    /// A device-local storage buffer of `bytes` usable bytes (rounded up to
-    /// whole words), with a sentinel tail when `sentinel`; zeroed (at the
-    /// next submission) when `zero`.
-    fn new_buffer(&mut self, name: &str, bytes: u64, sentinel: bool, zero: bool) -> VkResult<u32> {
-        let usable = bytes.max(4).div_ceil(4) * 4;
-        let size = usable + if sentinel { SENTINEL_BYTES } else { 0 };
-        if self.allocated + size > self.budget {
-            return Err(VkError::Buffer {
-                name: name.to_string(),
-                message: format!(
-                    "does not fit in device memory: {} MiB more on top of {} MiB allocated exceeds the device's {} MiB of device-local memory",
-                    size.div_ceil(1 << 20),
-                    self.allocated >> 20,
-                    self.budget >> 20
-                ),
-            });
-        }
-        let buffer = self.ctx.create_buffer(name, size, BufferKind::Storage)?;
-        self.allocated += size;
-        let id = u32::try_from(self.slots.len()).expect("fewer than 2^32 buffers");
-        self.slots.push(Slot {
-            buffer: Some(buffer),
-            usable,
-            sentinel,
-        });
-        if zero {
-            self.cmds.push(Cmd::Fill {
-                buf: id,
-                offset: 0,
-                size: usable,
-                value: 0,
-            });
-        }
-        if sentinel {
-            self.cmds.push(Cmd::Fill {
-                buf: id,
-                offset: usable,
-                size: SENTINEL_BYTES,
-                value: SENTINEL_WORD,
-            });
-        }
-        Ok(id)
-    }
-
-    /// The weight behind a handle.
-    pub fn weight(&self, w: Weight) -> &GpuWeight {
-        &self.weights[w.0 as usize]
-    }
-
-    /// The KV cache behind a handle.
-    pub fn kv(&self, kv: Kv) -> GpuKv {
-        self.kvs[kv.0 as usize]
-    }
-
-    /// Usable bytes of buffer `buf`.
-    pub fn buffer_bytes(&self, buf: u32) -> u64 {
-        self.slots[buf as usize].usable
-    }
-
-    /// Stages host words for the next submission: returns the inbox and the
-    /// element (u32) offset where `data` will be.
-    pub fn stage_u32(&mut self, data: &[u32]) -> (u32, u32) {
-        let start = self.staged.len().div_ceil(16) * 16;
-        self.staged.resize(start, 0);
-        for v in data {
-            self.staged.extend_from_slice(&v.to_le_bytes());
-        }
-        (INBOX, (start / 4) as u32)
-    }
-
-    /// Stages host bytes for the next submission: returns the inbox and the
-    /// byte offset where `data` will be.
-    fn stage_bytes(&mut self, data: &[u8]) -> (u32, u64) {
-        let start = self.staged.len().div_ceil(16) * 16;
-        self.staged.resize(start, 0);
-        self.staged.extend_from_slice(data);
-        (INBOX, start as u64)
-    }
-
     /// Records a dispatch of `shader` with `binds` at bindings 0.. and
     /// `push`, over `groups` workgroups.
     ///
@@ -470,312 +314,8 @@ impl VulkanBackend {
         });
     }
 
-    /// Submits everything recorded and waits; then downloads `read` (buffer,
-    /// byte offset, f32 count) into `out`.
-    fn flush(&mut self, read: Option<(u32, u64, &mut [f32])>) -> Result<(), BackendError> {
-        if let Some(e) = self.error.take() {
-            self.cmds.clear();
-            self.staged.clear();
-            return Err(e);
-        }
-        recorder::flush(self, read, true).map_err(|e| self.err(e))
-    }
-
-    /// Waits for the work [`Ops::submit`] started, if any.
-    fn wait_pending(&mut self) -> Result<(), BackendError> {
-        if let Some(mut p) = self.pending.take() {
-            p.wait().map_err(|e| self.err(e))?;
-        }
-        Ok(())
-    }
-
-    /// Checks every sentinel tail; `Err` lists the buffers whose tail
-    /// changed. Submits pending work first.
-    pub fn check_sentinels(&mut self) -> Result<(), BackendError> {
-        self.flush(None)?;
-        let mut bad = Vec::new();
-        for (id, slot) in self.slots.iter().enumerate() {
-            let (Some(b), true) = (&slot.buffer, slot.sentinel) else {
-                continue;
-            };
-            let words: Vec<u32> = self
-                .ctx
-                .download_vec(b, slot.usable, (SENTINEL_BYTES / 4) as usize)
-                .map_err(|e| self.err(e))?;
-            if let Some(i) = words.iter().position(|&w| w != SENTINEL_WORD) {
-                bad.push(format!(
-                    "buffer {id} `{}`: word {i} after the end is {:#010x}",
-                    b.name(),
-                    words[i]
-                ));
-            }
-        }
-        if bad.is_empty() {
-            Ok(())
-        } else {
-            Err(self.err(format!("sentinels overwritten: {}", bad.join("; "))))
-        }
-    }
-
-    /// For tests: split weights uploaded from now on into chunks of at most
-    /// `bytes` (whole rows; at least one row), as if the device's
-    /// `maxStorageBufferRange` were that small.
-    #[doc(hidden)]
-    pub fn set_max_chunk_bytes(&mut self, bytes: u64) {
-        self.max_chunk_bytes = Some(bytes);
-    }
-
     /// Validation-layer messages so far (0 without validation).
     pub fn validation_message_count(&self) -> usize {
         self.ctx.validation_message_count()
-    }
-}
-
-impl Ops for VulkanBackend {
-    fn name(&self) -> String {
-        format!("vulkan ({})", self.ctx.device_info().name)
-    }
-
-    fn validation_messages(&self) -> Vec<String> {
-        self.ctx.validation_messages()
-    }
-
-    fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
-        self.wait_pending()?;
-        if !op_matmul::supports(w.ty()) {
-            return Err(BackendError::UnsupportedWeight {
-                backend: self.name(),
-                name: w.name().to_string(),
-                ty: w.ty(),
-            });
-        }
-        let row_bytes = w.row_bytes();
-        let limit = u64::from(self.ctx.limits().max_storage_buffer_range).min(1 << 30);
-        // A smaller limit set by a test (set_max_chunk_bytes).
-        let limit = self.max_chunk_bytes.map_or(limit, |m| m.min(limit));
-        let rows_per_chunk = ((limit / row_bytes.max(1) as u64) as usize).max(1);
-        // Stacked matrices (experts) are not split across chunks when one
-        // fits: matmul_id reads each expert from one chunk.
-        let per_matrix = w.n_out() / w.matrices();
-        let rows_per_chunk = if w.matrices() > 1 && rows_per_chunk >= per_matrix {
-            rows_per_chunk / per_matrix * per_matrix
-        } else {
-            rows_per_chunk
-        };
-        let mut chunks = Vec::new();
-        let mut row0 = 0;
-        while row0 < w.n_out() {
-            let rows = rows_per_chunk.min(w.n_out() - row0);
-            let bytes = &w.bytes()[row0 * row_bytes..(row0 + rows) * row_bytes];
-            let size = bytes.len() as u64;
-            let buf = self
-                .new_buffer(w.name(), size, false, false)
-                .map_err(|e| self.vk_err("weights", size, e))?;
-            // Whole words: pad the tail of a chunk whose size is not a multiple of 4.
-            let mut padded = bytes.to_vec();
-            padded.resize(bytes.len().div_ceil(4) * 4, 0);
-            let b = self.slots[buf as usize].buffer.as_ref().expect("just made");
-            self.ctx
-                .upload(b, 0, &padded)
-                .map_err(|e| self.vk_err("weights", size, e))?;
-            chunks.push(WeightChunk { buf, row0, rows });
-            row0 += rows;
-        }
-        self.weights.push(GpuWeight {
-            name: w.name().to_string(),
-            ty: w.ty(),
-            n_in: w.n_in(),
-            n_out: w.n_out(),
-            row_bytes,
-            chunks,
-        });
-        Ok(Weight(self.weights.len() as u32 - 1))
-    }
-
-    fn write_weight_rows(
-        &mut self,
-        w: Weight,
-        row0: usize,
-        bytes: &[u8],
-    ) -> Result<(), BackendError> {
-        let gw = &self.weights[w.0 as usize];
-        let rb = gw.row_bytes;
-        assert!(
-            bytes.len().is_multiple_of(rb) && row0 + bytes.len() / rb <= gw.n_out,
-            "write_weight_rows {}: {} bytes at row {row0} of {} rows of {rb}",
-            gw.name,
-            bytes.len(),
-            gw.n_out
-        );
-        let rows = row0..row0 + bytes.len() / rb;
-        // (chunk buffer, byte offset in it, byte range of `bytes`) per chunk
-        // the rows touch.
-        let parts: Vec<(u32, u64, Range<usize>)> = gw
-            .chunks
-            .iter()
-            .filter_map(|c| {
-                let (a, b) = (rows.start.max(c.row0), rows.end.min(c.row0 + c.rows));
-                (a < b).then(|| {
-                    let src = (a - row0) * rb..(b - row0) * rb;
-                    (c.buf, ((a - c.row0) * rb) as u64, src)
-                })
-            })
-            .collect();
-        for (buf, offset, src) in parts {
-            let (inbox, at) = self.stage_bytes(&bytes[src.clone()]);
-            self.copy_bytes(inbox, at, buf, offset, src.len() as u64);
-        }
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    fn alloc(&mut self, rows: usize, width: usize) -> Result<Act, BackendError> {
-        let bytes = (rows * width * 4) as u64;
-        let id = self
-            .new_buffer("activation", bytes, true, true)
-            .map_err(|e| self.vk_err("activations", bytes, e))?;
-        Ok(Act::new(id, rows, width))
-    }
-
-    fn alloc_kv(
-        &mut self,
-        n_ctx: usize,
-        k_width: usize,
-        v_width: usize,
-        ty: KvType,
-    ) -> Result<Kv, BackendError> {
-        let eb = match ty {
-            KvType::F32 => 4,
-            KvType::F16 => 2,
-        };
-        let kb = (n_ctx * k_width * eb) as u64;
-        let vb = (n_ctx * v_width * eb) as u64;
-        let k = self
-            .new_buffer("kv k", kb, true, true)
-            .map_err(|e| self.vk_err("KV cache", kb, e))?;
-        let v = self
-            .new_buffer("kv v", vb, true, true)
-            .map_err(|e| self.vk_err("KV cache", vb, e))?;
-        self.kvs.push(GpuKv {
-            k,
-            v,
-            n_ctx,
-            k_width,
-            v_width,
-            ty,
-        });
-        Ok(Kv(self.kvs.len() as u32 - 1))
-    }
-
-    fn write(&mut self, dst: Act, src: &[f32]) -> Result<(), BackendError> {
-        assert_eq!(src.len(), dst.len(), "write: length");
-        let words: Vec<u32> = src.iter().map(|v| v.to_bits()).collect();
-        let (inbox, at) = self.stage_u32(&words);
-        let b = Bind::act(dst);
-        self.copy_bytes(
-            inbox,
-            u64::from(at) * 4,
-            b.buf,
-            b.bytes.start,
-            b.bytes.end - b.bytes.start,
-        );
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    fn submit(&mut self) -> Result<(), BackendError> {
-        if let Some(e) = self.error.take() {
-            self.cmds.clear();
-            self.staged.clear();
-            return Err(e);
-        }
-        recorder::flush(self, None, false).map_err(|e| self.err(e))
-    }
-
-    fn read(&mut self, src: Act, dst: &mut [f32]) -> Result<(), BackendError> {
-        assert_eq!(src.len(), dst.len(), "read: length");
-        let b = Bind::act(src);
-        self.flush(Some((b.buf, b.bytes.start, dst)))
-    }
-
-    fn embed(&mut self, table: Weight, tokens: &[u32], out: Act) {
-        op_matmul::embed(self, table, tokens, out)
-    }
-
-    fn rms_norm(&mut self, x: Act, w: Option<Weight>, eps: f32, group: usize, out: Act) {
-        op_elementwise::rms_norm(self, x, w, eps, group, out)
-    }
-
-    fn matmul(&mut self, w: Weight, x: Act, out: Act) {
-        op_matmul::matmul(self, w, x, out)
-    }
-
-    fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize) {
-        op_elementwise::rope(self, x, p, pos0)
-    }
-
-    fn attention(&mut self, kv: Kv, q: Act, k: Act, v: Act, out: Act, pos0: usize, p: &AttnParams) {
-        op_attention::attention(self, kv, q, k, v, out, pos0, p)
-    }
-
-    fn glu(&mut self, kind: GluKind, gate: Act, up: Act) {
-        op_elementwise::glu(self, kind, gate, up)
-    }
-
-    fn add(&mut self, x: Act, y: Act) {
-        op_elementwise::add(self, x, y)
-    }
-
-    fn mul(&mut self, x: Act, y: Act) {
-        op_elementwise::mul(self, x, y)
-    }
-
-    fn scale(&mut self, x: Act, s: f32) {
-        op_elementwise::scale(self, x, s)
-    }
-
-    fn softcap(&mut self, x: Act, cap: f32) {
-        op_elementwise::softcap(self, x, cap)
-    }
-
-    fn copy(&mut self, src: Act, dst: Act) {
-        assert_eq!(src.len(), dst.len(), "copy: shapes");
-        assert!(!src.overlaps(dst), "copy: overlapping views");
-        let (s, d) = (Bind::act(src), Bind::act(dst));
-        self.copy_bytes(
-            s.buf,
-            s.bytes.start,
-            d.buf,
-            d.bytes.start,
-            s.bytes.end - s.bytes.start,
-        );
-    }
-
-    fn softmax(&mut self, x: Act) {
-        op_moe::softmax(self, x)
-    }
-
-    fn top_k(&mut self, probs: Act, ids: Act, weights: Act) {
-        op_moe::top_k(self, probs, ids, weights)
-    }
-
-    fn normalize_rows(&mut self, x: Act) {
-        op_moe::normalize_rows(self, x)
-    }
-
-    fn matmul_id(&mut self, w: Weight, n_expert: usize, ids: Act, x: Act, out: Act) {
-        op_matmul_id::matmul_id(self, w, n_expert, ids, x, out)
-    }
-
-    fn mul_groups(&mut self, x: Act, s: Act) {
-        op_moe::mul_groups(self, x, s)
-    }
-
-    fn sum_groups(&mut self, x: Act, out: Act) {
-        op_moe::sum_groups(self, x, out)
     }
 }

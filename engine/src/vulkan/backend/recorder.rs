@@ -1,68 +1,13 @@
-//! The command list of a [`VulkanBackend`] and its submission: one command
+//! The submission of a [`VulkanBackend`]'s command list: one command
 //! buffer, barriers where [`HazardTracker`] asks for them, one fence wait.
 
-use super::hazard::{Access, HazardTracker};
+use super::cmd::Cmd;
+use super::hazard::HazardTracker;
+use std::sync::Arc;
+
 use super::{VulkanBackend, DOWNLOAD, INBOX, UPLOAD};
 use crate::fault;
-use crate::vulkan::{shaders, Buffer, BufferKind, Shader, Stages, VkError, VkResult};
-
-/// One recorded command.
-pub(super) enum Cmd {
-    Dispatch {
-        shader: &'static Shader,
-        /// Buffer slot per binding.
-        bufs: Vec<u32>,
-        push: Vec<u8>,
-        groups: [u32; 3],
-        access: Vec<Access>,
-    },
-    Copy {
-        src: u32,
-        src_offset: u64,
-        dst: u32,
-        dst_offset: u64,
-        size: u64,
-    },
-    Fill {
-        buf: u32,
-        offset: u64,
-        size: u64,
-        value: u32,
-    },
-}
-
-impl Cmd {
-    fn access(&self) -> Vec<Access> {
-        match self {
-            Cmd::Dispatch { access, .. } => access.clone(),
-            Cmd::Copy {
-                src,
-                src_offset,
-                dst,
-                dst_offset,
-                size,
-            } => vec![
-                Access {
-                    buf: *src,
-                    range: *src_offset..src_offset + size,
-                    write: false,
-                },
-                Access {
-                    buf: *dst,
-                    range: *dst_offset..dst_offset + size,
-                    write: true,
-                },
-            ],
-            Cmd::Fill {
-                buf, offset, size, ..
-            } => vec![Access {
-                buf: *buf,
-                range: *offset..offset + size,
-                write: true,
-            }],
-        }
-    }
-}
+use crate::vulkan::{shaders, Buffer, BufferKind, Stages, Submission, VkError, VkResult};
 
 /// Grows a host-visible staging slot to at least `size` bytes.
 fn ensure(b: &mut VulkanBackend, slot: u32, size: u64, kind: BufferKind) -> VkResult<()> {
@@ -78,16 +23,18 @@ fn ensure(b: &mut VulkanBackend, slot: u32, size: u64, kind: BufferKind) -> VkRe
         _ => "inbox",
     };
     s.buffer = None;
-    s.buffer = Some(b.ctx.create_buffer(name, size, kind)?);
+    s.buffer = Some(Arc::new(b.ctx.create_buffer(name, size, kind)?));
     s.usable = size;
     Ok(())
 }
 
 /// Records every pending command into one command buffer and submits it;
 /// with `wait`, waits and downloads `read` (buffer, byte offset, values),
-/// otherwise leaves it running as the backend's `pending` (no `read`).
-/// Waits first for what an earlier call left running: the staging buffers
-/// are reused, and the commands here need no barrier against it.
+/// otherwise leaves it running as the backend's `pending` (no `read`; the
+/// submission holds a clone of every buffer it records, so none is freed
+/// before it completes). Waits first for what an earlier call left running:
+/// the staging buffers are reused, and the commands here need no barrier
+/// against it.
 pub(super) fn flush(
     b: &mut VulkanBackend,
     read: Option<(u32, u64, &mut [f32])>,
@@ -108,10 +55,10 @@ pub(super) fn flush(
     if !staged.is_empty() {
         ensure(b, UPLOAD, staged.len() as u64, BufferKind::Upload)?;
         ensure(b, INBOX, staged.len() as u64, BufferKind::Storage)?;
-        b.slots[UPLOAD as usize]
-            .buffer
-            .as_mut()
-            .expect("ensured")
+        let upload = b.slots[UPLOAD as usize].buffer.as_mut().expect("ensured");
+        // The only other holder was the submission waited for above.
+        Arc::get_mut(upload)
+            .ok_or(VkError::Submission("upload staging buffer still in use"))?
             .write(0, &staged)?;
     }
     if read_bytes > 0 {
@@ -122,13 +69,14 @@ pub(super) fn flush(
     let (mut dispatches, mut barriers) = (0, 0);
     let running = {
         let slots = &b.slots;
-        let buf = |id: u32| -> VkResult<&Buffer> {
+        let buf = |id: u32| -> VkResult<&Arc<Buffer>> {
             slots[id as usize]
                 .buffer
                 .as_ref()
                 .ok_or(VkError::Submission("command refers to a missing buffer"))
         };
-        let mut sub = b.ctx.submission()?;
+        // Records shared buffers only ('static): it may outlive this call.
+        let mut sub: Submission<'static> = b.ctx.submission()?;
         // Everything before this submission on the queue has completed (each
         // flush waits), so the first commands need no barrier against it.
         if !staged.is_empty() {
@@ -192,20 +140,9 @@ pub(super) fn flush(
             Some(sub)
         }
     };
-    if let Some(sub) = running {
-        // SAFETY: only the lifetime changes. The submission borrows buffers
-        // of `b.slots`; the backend drops a tensor buffer only when it is
-        // dropped itself, and `pending` is its first field, dropped (which
-        // waits for the fence) before `slots`. The staging buffers that
-        // `ensure` may replace are replaced only by a later flush, which
-        // waits for `pending` first, as does every other use of the queue's
-        // results (`read`, `check_sentinels`, `upload`).
-        b.pending = Some(unsafe {
-            std::mem::transmute::<crate::vulkan::Submission<'_>, crate::vulkan::Submission<'static>>(
-                sub,
-            )
-        });
-    }
+    // Taken (None) above; every later use of the queue's results (a flush,
+    // `read`, `check_sentinels`, `upload`) waits for it first.
+    b.pending = running;
     b.stats.submissions += 1;
     b.stats.dispatches += dispatches;
     b.stats.barriers += barriers;

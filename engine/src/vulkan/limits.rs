@@ -1,0 +1,38 @@
+//! [`DeviceLimits`]: what the rest of the backend needs to know of a device,
+//! read from its properties once when the [`Context`](super::Context) is made.
+
+use ash::vk;
+
+/// Limits the rest of the backend needs.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceLimits {
+    pub max_compute_work_group_count: [u32; 3],
+    pub max_push_constants_size: u32,
+    pub max_storage_buffer_range: u32,
+    /// Bytes of the device-local memory heaps together (the budget of
+    /// weights, KV caches and activations).
+    pub device_local_bytes: u64,
+    pub min_storage_buffer_offset_alignment: u64,
+}
+
+impl DeviceLimits {
+    /// The limits of a device with properties `props` and memory `memory`.
+    pub(crate) fn new(
+        props: &vk::PhysicalDeviceProperties,
+        memory: &vk::PhysicalDeviceMemoryProperties,
+    ) -> DeviceLimits {
+        let device_local_bytes = memory.memory_heaps[..memory.memory_heap_count as usize]
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .sum();
+        let l = &props.limits;
+        DeviceLimits {
+            max_compute_work_group_count: l.max_compute_work_group_count,
+            max_push_constants_size: l.max_push_constants_size,
+            max_storage_buffer_range: l.max_storage_buffer_range,
+            device_local_bytes,
+            min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
+        }
+    }
+}
