@@ -17,6 +17,7 @@
 
 mod vulkan_support;
 
+use engine::ggml_type::WEIGHT_TYPES as TYPES;
 use engine::ops::{Ops, WeightSource};
 use engine::quant::{dequantize_row, quantize_row};
 use engine::vulkan::KernelLayout;
@@ -52,22 +53,6 @@ fn cpu_limit(ty: GgmlType) -> f64 {
         _ => 2.5e-4,
     }
 }
-
-const TYPES: [GgmlType; 13] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
 
 /// A `[n_in, n_out]` weight of `ty` from values in [-1, 1], and its
 /// dequantized values (row-major).
@@ -264,29 +249,11 @@ fn embed_type(p: &mut Pair, ty: GgmlType, n_in: usize, n_out: usize, seed: u64) 
     }
 }
 
-macro_rules! per_type {
-    ($($name:ident: $ty:expr,)*) => {
-        mod matmul {
-            use super::*;
-            $(#[test] fn $name() { matmul_type($ty); })*
-        }
-    };
-}
-
-per_type! {
-    f32: GgmlType::F32,
-    f16: GgmlType::F16,
-    bf16: GgmlType::BF16,
-    q4_0: GgmlType::Q4_0,
-    q4_1: GgmlType::Q4_1,
-    q5_0: GgmlType::Q5_0,
-    q5_1: GgmlType::Q5_1,
-    q8_0: GgmlType::Q8_0,
-    q2_k: GgmlType::Q2_K,
-    q3_k: GgmlType::Q3_K,
-    q4_k: GgmlType::Q4_K,
-    q5_k: GgmlType::Q5_K,
-    q6_k: GgmlType::Q6_K,
+#[test]
+fn matmul_every_type() {
+    for ty in TYPES {
+        matmul_type(ty);
+    }
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The compiled shader table: one [`Shader`] constant per variant that
-//! `engine/build.rs` compiled from `shaders/` (e.g. [`ADD`]), plus [`ALL`].
+//! `engine/build.rs` compiled from `shaders/` (e.g. [`ADD`]), plus [`ALL`]
+//! and, per weight-reading op, its variants in an array indexed as
+//! [`crate::ggml_type::WEIGHT_TYPES`] ([`by_type`]).
 
 /// How a shader accesses one storage-buffer binding (from SPIR-V decorations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
