@@ -23,11 +23,6 @@ type Once = (
 );
 
 pub const ONCE: &[Once] = &[
-    ("add", "add.comp", &[]),
-    ("scale", "unary.comp", &[("OP_SCALE", "1")]),
-    ("softcap", "unary.comp", &[("OP_SOFTCAP", "1")]),
-    ("glu_swiglu", "glu.comp", &[("GLU_SWIGLU", "1")]),
-    ("glu_geglu", "glu.comp", &[("GLU_GEGLU", "1")]),
     ("rms_norm", "rms_norm.comp", &[]),
     ("rms_norm_w", "rms_norm.comp", &[("HAS_WEIGHT", "1")]),
     ("attention_f32", "attention.comp", &[]),
