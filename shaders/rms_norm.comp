@@ -6,7 +6,7 @@
 // then a shared-memory tree of pairs, no float64) and divided by the group
 // size with one rounding: on lavapipe the result is the CPU's bit for bit. `out` may be `x` (in place): every invocation
 // writes only the elements it read itself, after the reduction's barriers.
-// Variants (engine/build.rs VARIANTS): HAS_WEIGHT multiplies by w (length group).
+// Variants (engine/build/variants.rs): HAS_WEIGHT multiplies by w (length group).
 // Bindings: 0 = x (read), 1 = out (written), 2 = w (read; HAS_WEIGHT only).
 // Push: RmsNormPush.
 

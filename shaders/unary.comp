@@ -1,12 +1,17 @@
 #version 450
-// Unary f32 ops in place, one variant per op (engine/build.rs VARIANTS):
-// OP_SCALE:   x = x * a
-// OP_SOFTCAP: x = tanh(x * a) * b   (a = 1 / cap, b = cap; ggml's scale, tanh, scale)
+// Unary f32 ops in place, the op chosen by the push constant UnaryPush.op
+// (engine/src/vulkan/backend/op_elementwise.rs sets it and the parameters
+// from the op of engine/src/ops.rs UnaryOp):
+// UNARY_SCALE:   x = x * a
+// UNARY_SOFTCAP: x = tanh(x * a) * b   (a = 1 / cap, b = cap; ggml's scale, tanh, scale)
 // Binding: 0 = x (read and written). Push: UnaryPush.
 
 #include "elementwise.glsl"
 #include "index.glsl"
 #include "math.glsl"
+
+const uint UNARY_SCALE = 0u;
+const uint UNARY_SOFTCAP = 1u;
 
 layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 
@@ -20,12 +25,10 @@ void main() {
         return;
     }
     float v = x[p.offset + i];
-#if defined(OP_SCALE)
-    v = v * p.a;
-#elif defined(OP_SOFTCAP)
-    v = tanh_accurate(v * p.a) * p.b;
-#else
-#error "unary.comp: define OP_SCALE or OP_SOFTCAP"
-#endif
+    if (p.op == UNARY_SCALE) {
+        v = v * p.a;
+    } else if (p.op == UNARY_SOFTCAP) {
+        v = tanh_accurate(v * p.a) * p.b;
+    }
     x[p.offset + i] = v;
 }

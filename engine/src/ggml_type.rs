@@ -1,5 +1,8 @@
 //! The table of GGML tensor types: ids as GGUF stores them, names, block
 //! geometry. Removed ids are kept so a file that uses one is rejected by name.
+//! Also the list of weight types the backends have kernels for
+//! ([`WEIGHT_TYPES`]). engine/build.rs includes this file as well (it uses
+//! nothing outside `std`).
 
 use std::fmt;
 
@@ -85,6 +88,35 @@ const TABLE: &[(u32, GgmlType, &str, usize, usize)] = &[
     (35, GgmlType::TQ2_0, "TQ2_0", 256, 66),
     (39, GgmlType::MXFP4, "MXFP4", 32, 17),
 ];
+
+/// The weight types the backends multiply and look rows up in (`matmul`,
+/// `matmul_id`, `embed` of CPU and Vulkan alike), in the order every kernel
+/// table is indexed by ([`weight_index`]). The one list to extend with a
+/// new weight type: engine/build.rs compiles each weight-reading shader once
+/// per entry (define `WEIGHT_<NAME>`, block layout in
+/// `shaders/common/blocks.glsl`), and the CPU's dot-product tables
+/// (`cpu::dot`) have a row per entry, checked at compile time.
+pub const WEIGHT_TYPES: [GgmlType; 13] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// Position of `ty` in [`WEIGHT_TYPES`] (the index of its kernels), or
+/// `None` for a type no backend multiplies.
+pub fn weight_index(ty: GgmlType) -> Option<usize> {
+    WEIGHT_TYPES.iter().position(|&t| t == ty)
+}
 
 /// Ids ggml has removed; a file that uses one was written by an old tool.
 const REMOVED: &[(u32, &str)] = &[

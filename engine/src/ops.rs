@@ -361,6 +361,52 @@ pub enum GluKind {
     GeGluTanh,
 }
 
+/// An elementwise op on one activation, in place (`x = f(x)`), with its
+/// parameters: the op as data, run by [`Ops::unary`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    /// `x *= s`.
+    Scale(f32),
+    /// `x = cap · tanh(x / cap)` (final-logit soft-capping), computed as
+    /// ggml's scale, tanh, scale: `tanh(x · (1 / cap)) · cap`, with `1 /
+    /// cap` rounded to f32.
+    Softcap(f32),
+}
+
+impl UnaryOp {
+    /// The op's name in messages ("scale").
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Scale(_) => "scale",
+            UnaryOp::Softcap(_) => "softcap",
+        }
+    }
+}
+
+/// An elementwise op on two activations of the same shape, in place in the
+/// first (`x = f(x, y)`): the op as data, run by [`Ops::binary`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `x += y`.
+    Add,
+    /// `x *= y`.
+    Mul,
+    /// Gated activation: `x = act(x) * y`, `x` the gate and `y` the up
+    /// projection (see [`GluKind`] for `act`).
+    Glu(GluKind),
+}
+
+impl BinaryOp {
+    /// The op's name in messages ("add").
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Glu(_) => "glu",
+        }
+    }
+}
+
 /// Shape and rules of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttnParams {
@@ -521,20 +567,39 @@ pub trait Ops: Send {
     #[allow(clippy::too_many_arguments)]
     fn attention(&mut self, kv: Kv, q: Act, k: Act, v: Act, out: Act, pos0: usize, p: &AttnParams);
 
-    /// Gated activation in place: `gate = act(gate) * up` (same shapes).
-    fn glu(&mut self, kind: GluKind, gate: Act, up: Act);
+    /// `x = op(x, y)` elementwise, in place in `x` (same shapes; each op's
+    /// math is at [`BinaryOp`]).
+    fn binary(&mut self, op: BinaryOp, x: Act, y: Act);
 
-    /// `x += y` (same shapes).
-    fn add(&mut self, x: Act, y: Act);
+    /// `x = op(x)` elementwise, in place (each op's math is at [`UnaryOp`]).
+    fn unary(&mut self, op: UnaryOp, x: Act);
 
-    /// `x *= y` elementwise (same shapes).
-    fn mul(&mut self, x: Act, y: Act);
+    /// Gated activation in place: `gate = act(gate) * up` (same shapes):
+    /// [`BinaryOp::Glu`].
+    fn glu(&mut self, kind: GluKind, gate: Act, up: Act) {
+        self.binary(BinaryOp::Glu(kind), gate, up)
+    }
 
-    /// `x *= s`.
-    fn scale(&mut self, x: Act, s: f32);
+    /// `x += y` (same shapes): [`BinaryOp::Add`].
+    fn add(&mut self, x: Act, y: Act) {
+        self.binary(BinaryOp::Add, x, y)
+    }
 
-    /// `x = cap · tanh(x / cap)` (final-logit soft-capping).
-    fn softcap(&mut self, x: Act, cap: f32);
+    /// `x *= y` elementwise (same shapes): [`BinaryOp::Mul`].
+    fn mul(&mut self, x: Act, y: Act) {
+        self.binary(BinaryOp::Mul, x, y)
+    }
+
+    /// `x *= s`: [`UnaryOp::Scale`].
+    fn scale(&mut self, x: Act, s: f32) {
+        self.unary(UnaryOp::Scale(s), x)
+    }
+
+    /// `x = cap · tanh(x / cap)` (final-logit soft-capping):
+    /// [`UnaryOp::Softcap`].
+    fn softcap(&mut self, x: Act, cap: f32) {
+        self.unary(UnaryOp::Softcap(cap), x)
+    }
 
     /// `dst = src` (same shapes; the views must not overlap).
     fn copy(&mut self, src: Act, dst: Act);

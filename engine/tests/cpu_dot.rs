@@ -101,36 +101,28 @@ fn check_simd(ty: GgmlType, n_blocks: usize, seed: u64) -> Result<(), TestCaseEr
     Ok(())
 }
 
-macro_rules! simd_props {
-    ($($name:ident: $ty:ident, $blocks:expr;)*) => {
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(500))]
-            $(
-                #[test]
-                fn $name(n_blocks in $blocks, seed in any::<u64>()) {
-                    check_simd(GgmlType::$ty, n_blocks, seed)?;
-                }
-            )*
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Every type's SIMD kernels against its scalar ones: 1 to 8 blocks;
+    /// the float types in elements, every length up to 8 x 32 and past it,
+    /// so the 32-element SIMD steps and the leftovers both run.
+    #[test]
+    fn simd_matches_scalar(n_blocks in 1usize..=8, n_elems in 1usize..=300, seed in any::<u64>()) {
+        for ty in TYPES {
+            let n = if ty.block_elems() == 1 { n_elems } else { n_blocks };
+            check_simd(ty, n, seed)?;
         }
-    };
+    }
 }
 
-simd_props! {
-    simd_matches_scalar_q4_0: Q4_0, 1usize..=8;
-    simd_matches_scalar_q4_1: Q4_1, 1usize..=8;
-    simd_matches_scalar_q5_0: Q5_0, 1usize..=8;
-    simd_matches_scalar_q5_1: Q5_1, 1usize..=8;
-    simd_matches_scalar_q8_0: Q8_0, 1usize..=8;
-    simd_matches_scalar_q2_k: Q2_K, 1usize..=8;
-    simd_matches_scalar_q3_k: Q3_K, 1usize..=8;
-    simd_matches_scalar_q4_k: Q4_K, 1usize..=8;
-    simd_matches_scalar_q5_k: Q5_K, 1usize..=8;
-    simd_matches_scalar_q6_k: Q6_K, 1usize..=8;
-    // The float types in elements: every length up to 8 x 32 and past it,
-    // so the 32-element SIMD steps and the leftovers both run.
-    simd_matches_scalar_f32: F32, 1usize..=300;
-    simd_matches_scalar_f16: F16, 1usize..=300;
-    simd_matches_scalar_bf16: BF16, 1usize..=300;
+/// The case the regressions file keeps (`n_blocks = 1, seed = 0`), for
+/// every type.
+#[test]
+fn simd_matches_scalar_one_block_seed_0() {
+    for ty in TYPES {
+        check_simd(ty, 1, 0).unwrap();
+    }
 }
 
 /// The scalar kernel computes the right thing: it equals the f64 dot of the

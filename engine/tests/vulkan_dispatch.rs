@@ -78,7 +78,7 @@ fn add_matches_cpu_exactly_and_validation_is_clean() {
     ctx.upload(&out, 0, &vec![f32::from_bits(SENTINEL); N + SENTINEL_LEN])
         .unwrap();
 
-    let add = ctx.pipeline(&shaders::ADD).unwrap();
+    let add = ctx.pipeline(&shaders::BINARY).unwrap();
     let groups = add.groups_for(N as u64).unwrap();
     assert_eq!(groups, [N.div_ceil(256) as u32, 1, 1]);
     let mut sub = ctx.submission().unwrap();
@@ -129,7 +129,7 @@ fn record_chain<'a>(
     sub.copy(&bufs.staging_a, 0, &bufs.a, 0, bytes).unwrap();
     sub.copy(&bufs.staging_b, 0, &bufs.b, 0, bytes).unwrap();
     sub.barrier(Stages::TRANSFER, Stages::COMPUTE).unwrap();
-    let add = ctx.pipeline(&shaders::ADD).unwrap();
+    let add = ctx.pipeline(&shaders::BINARY).unwrap();
     let groups = add.groups_for(n as u64).unwrap();
     let first = BinaryPush::new(n as u32);
     sub.dispatch(add, &[&bufs.a, &bufs.b, &bufs.scratch], &first, groups)
@@ -142,6 +142,7 @@ fn record_chain<'a>(
         a_offset: 0,
         b_offset: 0,
         out_offset: n as u32,
+        op: 0,
     };
     sub.dispatch(
         add,
@@ -284,7 +285,7 @@ fn many_dispatches_grow_and_reuse_descriptor_pools() {
     let y = ctx.storage_buffer::<f32>("y", n).unwrap();
     let b_buf = ctx.storage_buffer::<f32>("b", n).unwrap();
     ctx.upload(&b_buf, 0, &b).unwrap();
-    let add = ctx.pipeline(&shaders::ADD).unwrap();
+    let add = ctx.pipeline(&shaders::BINARY).unwrap();
     let groups = add.groups_for(n as u64).unwrap();
     let push = BinaryPush::new(n as u32);
 
@@ -319,7 +320,7 @@ fn many_dispatches_grow_and_reuse_descriptor_pools() {
 fn buffer_misuse_is_an_error_not_ub() {
     let ctx = context();
     let small = ctx.storage_buffer::<f32>("small", 4).unwrap();
-    let add = ctx.pipeline(&shaders::ADD).unwrap();
+    let add = ctx.pipeline(&shaders::BINARY).unwrap();
     let mut sub = ctx.submission().unwrap();
     let err = sub
         .dispatch(add, &[&small, &small], &BinaryPush::new(4), [1, 1, 1])

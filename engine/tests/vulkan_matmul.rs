@@ -17,6 +17,7 @@
 
 mod vulkan_support;
 
+use engine::ggml_type::WEIGHT_TYPES as TYPES;
 use engine::ops::Ops;
 use engine::vulkan::KernelLayout;
 use engine::GgmlType;
@@ -26,21 +27,6 @@ use std::cell::{Cell, RefCell};
 use vulkan_support::weights::{cpu_limit, dot_f64, f32_sum_bound, weight, LIMIT_F64};
 use vulkan_support::{bits, nmse, values, Both, Pair};
 
-const TYPES: [GgmlType; 13] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
 
 /// `out[t, r] = Σ_c w[r, c] · x[t, c]` in f64, and `Σ_c |w[r, c] · x[t, c]|`
 /// (what bounds the rounding error of any f32 summation order).
@@ -203,29 +189,11 @@ fn embed_type(p: &mut Pair, ty: GgmlType, n_in: usize, n_out: usize, seed: u64) 
     }
 }
 
-macro_rules! per_type {
-    ($($name:ident: $ty:expr,)*) => {
-        mod matmul {
-            use super::*;
-            $(#[test] fn $name() { matmul_type($ty); })*
-        }
-    };
-}
-
-per_type! {
-    f32: GgmlType::F32,
-    f16: GgmlType::F16,
-    bf16: GgmlType::BF16,
-    q4_0: GgmlType::Q4_0,
-    q4_1: GgmlType::Q4_1,
-    q5_0: GgmlType::Q5_0,
-    q5_1: GgmlType::Q5_1,
-    q8_0: GgmlType::Q8_0,
-    q2_k: GgmlType::Q2_K,
-    q3_k: GgmlType::Q3_K,
-    q4_k: GgmlType::Q4_K,
-    q5_k: GgmlType::Q5_K,
-    q6_k: GgmlType::Q6_K,
+#[test]
+fn matmul_every_type() {
+    for ty in TYPES {
+        matmul_type(ty);
+    }
 }
 
 #[test]

@@ -22,6 +22,7 @@
 mod vulkan_support;
 
 use engine::cpu::argsort_desc;
+use engine::ggml_type::WEIGHT_TYPES;
 use engine::ops::{GluKind, Ops, WeightSource};
 use engine::GgmlType;
 use proptest::prelude::*;
@@ -395,29 +396,11 @@ fn matmul_id_type(ty: GgmlType) {
     p.finish(&format!("matmul_id {}", ty.name()));
 }
 
-macro_rules! per_type {
-    ($($name:ident: $ty:expr,)*) => {
-        mod matmul_id {
-            use super::*;
-            $(#[test] fn $name() { matmul_id_type($ty); })*
-        }
-    };
-}
-
-per_type! {
-    f32: GgmlType::F32,
-    f16: GgmlType::F16,
-    bf16: GgmlType::BF16,
-    q4_0: GgmlType::Q4_0,
-    q4_1: GgmlType::Q4_1,
-    q5_0: GgmlType::Q5_0,
-    q5_1: GgmlType::Q5_1,
-    q8_0: GgmlType::Q8_0,
-    q2_k: GgmlType::Q2_K,
-    q3_k: GgmlType::Q3_K,
-    q4_k: GgmlType::Q4_K,
-    q5_k: GgmlType::Q5_K,
-    q6_k: GgmlType::Q6_K,
+#[test]
+fn matmul_id_every_type() {
+    for ty in WEIGHT_TYPES {
+        matmul_id_type(ty);
+    }
 }
 
 #[test]

@@ -7,10 +7,9 @@
 // operation, with `precise` where ggml does a multiply then an add, so the
 // values are bit-identical to the CPU's dequantization.
 //
-// One variant define selects the weight type: WEIGHT_F32, WEIGHT_F16,
-// WEIGHT_BF16, WEIGHT_Q4_0, WEIGHT_Q4_1, WEIGHT_Q5_0, WEIGHT_Q5_1,
-// WEIGHT_Q8_0, WEIGHT_Q2_K, WEIGHT_Q3_K, WEIGHT_Q4_K, WEIGHT_Q5_K,
-// WEIGHT_Q6_K.
+// One variant define selects the weight type: WEIGHT_<NAME> for each entry
+// of WEIGHT_TYPES (engine/src/ggml_type.rs; engine/build/variants.rs
+// compiles each weight-reading shader once per entry).
 //
 // Float types (FLOAT_WEIGHTS) are read one element at a time:
 //   float weight_elem(uint row_byte, uint i)   element i of the row at row_byte.

@@ -1,18 +1,20 @@
-// Push-constant blocks of the elementwise ops, norms and RoPE (mul and the
-// GLUs use BinaryPush of push.glsl). Each is mirrored field for field by a
+// Push-constant blocks of the unary elementwise ops, norms and RoPE (the
+// binary ops use BinaryPush of push.glsl). Each is mirrored field for field by a
 // #[repr(C)] struct in engine/src/vulkan/backend/op_elementwise.rs, whose
 // size is checked against the reflected block size at compile time.
 // Offsets count f32 elements from the start of the bound buffer.
 #ifndef SHARPI_ELEMENTWISE_GLSL
 #define SHARPI_ELEMENTWISE_GLSL
 
-// x[offset + i] = f(x[offset + i]) for i < n; scale: x * a; softcap:
-// tanh(x * a) * b with a = 1 / cap, b = cap.
+// x[offset + i] = f(x[offset + i]) for i < n, f chosen by `op` (listed in
+// unary.comp); scale: x * a; softcap: tanh(x * a) * b with a = 1 / cap,
+// b = cap.
 struct UnaryPush {
     uint n;
     uint offset;
     float a;
     float b;
+    uint op;
 };
 
 // RMS norm of n_groups contiguous groups of `group` elements (a view of

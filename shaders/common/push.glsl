@@ -5,14 +5,16 @@
 #ifndef SHARPI_PUSH_GLSL
 #define SHARPI_PUSH_GLSL
 
-// Elementwise binary ops over f32 (add; later mul):
-// out[out_offset + i] = a[a_offset + i] OP b[b_offset + i] for i < n.
+// Elementwise binary ops over f32 (shaders/binary.comp):
+// out[out_offset + i] = f(a[a_offset + i], b[b_offset + i]) for i < n, f
+// chosen by `op` (0: add; the others are listed in binary.comp).
 // Offsets count elements, so one buffer can hold several tensors.
 struct BinaryPush {
     uint n;
     uint a_offset;
     uint b_offset;
     uint out_offset;
+    uint op;
 };
 
 #endif

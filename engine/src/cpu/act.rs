@@ -27,16 +27,7 @@ use super::features::SimdLevel;
 /// The format activations take to meet weights of type `w`, or `None` when
 /// `w` has no CPU dot product here.
 pub fn vec_dot_type(w: GgmlType) -> Option<GgmlType> {
-    use GgmlType::*;
-    Some(match w {
-        F32 => F32,
-        F16 => F16,
-        BF16 => BF16,
-        Q4_0 | Q5_0 | Q8_0 => Q8_0,
-        Q4_1 | Q5_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K => Q8_K,
-        _ => return None,
-    })
+    super::dot::act_type(w)
 }
 
 /// Whether `ty` is an activation format [`quantize_act`] writes.

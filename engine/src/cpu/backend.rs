@@ -8,7 +8,8 @@ use super::parallel::for_chunks;
 use super::{attention, elementwise, moe, norm, rope};
 use super::{embedding_row, matmul, matvec, CpuError, Threads, WeightView};
 use crate::ops::{
-    Act, AttnParams, BackendError, GluKind, Kv, KvType, Ops, RopeParams, Weight, WeightSource,
+    Act, AttnParams, BackendError, BinaryOp, Kv, KvType, Ops, RopeParams, UnaryOp, Weight,
+    WeightSource,
 };
 use crate::quant::{can_dequantize, dequantize_row};
 
@@ -251,26 +252,14 @@ impl Ops for CpuBackend {
         });
     }
 
-    fn glu(&mut self, kind: GluKind, gate: Act, up: Act) {
-        self.with_out("glu", gate, &[up], |b, o| {
-            elementwise::glu(kind, o, b.view(up))
+    fn binary(&mut self, op: BinaryOp, x: Act, y: Act) {
+        self.with_out(op.name(), x, &[y], |b, o| {
+            elementwise::binary(op, o, b.view(y))
         });
     }
 
-    fn add(&mut self, x: Act, y: Act) {
-        self.with_out("add", x, &[y], |b, o| elementwise::add(o, b.view(y)));
-    }
-
-    fn mul(&mut self, x: Act, y: Act) {
-        self.with_out("mul", x, &[y], |b, o| elementwise::mul(o, b.view(y)));
-    }
-
-    fn scale(&mut self, x: Act, s: f32) {
-        self.with_out("scale", x, &[], |_, o| elementwise::scale(o, s));
-    }
-
-    fn softcap(&mut self, x: Act, cap: f32) {
-        self.with_out("softcap", x, &[], |_, o| elementwise::softcap(o, cap));
+    fn unary(&mut self, op: UnaryOp, x: Act) {
+        self.with_out(op.name(), x, &[], |_, o| elementwise::unary(op, o));
     }
 
     fn copy(&mut self, src: Act, dst: Act) {

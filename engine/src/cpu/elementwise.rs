@@ -1,11 +1,13 @@
-//! Elementwise ops: gated activations, add, mul, scale, soft-capping.
+//! Elementwise ops, each op's math in one place: [`binary`] (add, mul, the
+//! gated activations) and [`unary`] (scale, soft-capping), the ops of
+//! [`crate::ops::BinaryOp`] and [`crate::ops::UnaryOp`].
 
 use std::sync::OnceLock;
 
 use half::f16;
 
 use super::parallel::for_chunks;
-use crate::ops::GluKind;
+use crate::ops::{BinaryOp, GluKind, UnaryOp};
 
 /// Elements per parallel chunk of an elementwise op.
 const CHUNK: usize = 4096;
@@ -85,29 +87,33 @@ pub fn glu(kind: GluKind, gate: &mut [f32], up: &[f32]) {
     });
 }
 
-/// `x += y`.
-pub fn add(x: &mut [f32], y: &[f32]) {
-    assert_eq!(x.len(), y.len(), "add: lengths");
-    x.iter_mut().zip(y).for_each(|(x, &y)| *x += y);
+/// `x = op(x, y)` (see [`BinaryOp`] for each op's math).
+pub fn binary(op: BinaryOp, x: &mut [f32], y: &[f32]) {
+    match op {
+        BinaryOp::Add => {
+            assert_eq!(x.len(), y.len(), "add: lengths");
+            x.iter_mut().zip(y).for_each(|(x, &y)| *x += y);
+        }
+        BinaryOp::Mul => {
+            assert_eq!(x.len(), y.len(), "mul: lengths");
+            x.iter_mut().zip(y).for_each(|(x, &y)| *x *= y);
+        }
+        BinaryOp::Glu(kind) => glu(kind, x, y),
+    }
 }
 
-/// `x *= y`.
-pub fn mul(x: &mut [f32], y: &[f32]) {
-    assert_eq!(x.len(), y.len(), "mul: lengths");
-    x.iter_mut().zip(y).for_each(|(x, &y)| *x *= y);
-}
-
-/// `x *= s`.
-pub fn scale(x: &mut [f32], s: f32) {
-    x.iter_mut().for_each(|x| *x *= s);
-}
-
-/// `x = cap · tanh(x / cap)`, as ggml's scale, tanh, scale.
-pub fn softcap(x: &mut [f32], cap: f32) {
-    let inv = 1.0 / cap;
-    for_chunks(x, CHUNK, x.len() * 8, |_, c| {
-        c.iter_mut().for_each(|x| *x = (*x * inv).tanh() * cap);
-    });
+/// `x = op(x)` (see [`UnaryOp`] for each op's math).
+pub fn unary(op: UnaryOp, x: &mut [f32]) {
+    match op {
+        UnaryOp::Scale(s) => x.iter_mut().for_each(|x| *x *= s),
+        // cap · tanh(x / cap) as ggml's scale, tanh, scale.
+        UnaryOp::Softcap(cap) => {
+            let inv = 1.0 / cap;
+            for_chunks(x, CHUNK, x.len() * 8, |_, c| {
+                c.iter_mut().for_each(|x| *x = (*x * inv).tanh() * cap);
+            });
+        }
+    }
 }
 
 #[cfg(test)]

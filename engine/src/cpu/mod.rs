@@ -62,7 +62,7 @@ mod rope;
 pub use argsort::argsort_desc;
 pub use attention::attention;
 pub use backend::CpuBackend;
-pub use elementwise::{add, gelu_tanh, glu, mul, scale, silu, softcap};
+pub use elementwise::{binary, gelu_tanh, glu, silu, unary};
 pub use kv::KvStore;
 pub use moe::{matmul_id, mul_groups, normalize_rows, softmax, sum_groups, top_k, MIN_ROW_SUM};
 pub use norm::rms_norm;

@@ -15,7 +15,7 @@
 //! );
 //! ctx.upload(&a, 0, &vec![1.0f32; n])?;
 //! ctx.upload(&b, 0, &vec![2.0f32; n])?;
-//! let add = ctx.pipeline(&shaders::ADD)?;
+//! let add = ctx.pipeline(&shaders::BINARY)?;
 //! let mut sub = ctx.submission()?;
 //! sub.dispatch(add, &[&a, &b, &out], &BinaryPush::new(n as u32), add.groups_for(n as u64)?)?;
 //! sub.submit_and_wait()?;

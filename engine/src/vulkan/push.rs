@@ -29,9 +29,10 @@ pub struct NoPush;
 // SAFETY: a zero-sized repr(C) struct has no bytes at all.
 unsafe impl PushConstants for NoPush {}
 
-/// `BinaryPush` of `push.glsl`: elementwise binary ops over f32,
-/// `out[out_offset + i] = a[a_offset + i] OP b[b_offset + i]` for `i < n`.
-/// Offsets count elements.
+/// `BinaryPush` of `push.glsl`: elementwise binary ops over f32
+/// (`shaders/binary.comp`), `out[out_offset + i] = a[a_offset + i] OP
+/// b[b_offset + i]` for `i < n`, `OP` chosen by `op` (0: add; the codes are
+/// listed in `binary.comp`). Offsets count elements.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BinaryPush {
@@ -39,17 +40,19 @@ pub struct BinaryPush {
     pub a_offset: u32,
     pub b_offset: u32,
     pub out_offset: u32,
+    pub op: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<BinaryPush>() == 16);
-const _: () =
-    assert!(std::mem::size_of::<BinaryPush>() == super::shaders::ADD.push_constant_size as usize);
+const _: () = assert!(std::mem::size_of::<BinaryPush>() == 20);
+const _: () = assert!(
+    std::mem::size_of::<BinaryPush>() == super::shaders::BINARY.push_constant_size as usize
+);
 
-// SAFETY: repr(C), four u32 fields, 16 bytes (asserted above): no padding.
+// SAFETY: repr(C), five u32 fields, 20 bytes (asserted above): no padding.
 unsafe impl PushConstants for BinaryPush {}
 
 impl BinaryPush {
-    /// `n` elements from the start of each buffer.
+    /// An add (`op` 0) of `n` elements from the start of each buffer.
     pub fn new(n: u32) -> Self {
         Self {
             n,
@@ -69,14 +72,15 @@ mod tests {
             a_offset: 2,
             b_offset: 3,
             out_offset: 4,
+            op: 5,
         };
         let bytes = p.as_bytes();
-        assert_eq!(bytes.len(), 16);
+        assert_eq!(bytes.len(), 20);
         let words: Vec<u32> = bytes
             .chunks(4)
             .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
             .collect();
-        assert_eq!(words, [1, 2, 3, 4]);
+        assert_eq!(words, [1, 2, 3, 4, 5]);
         assert!(NoPush.as_bytes().is_empty());
     }
 }

@@ -1,5 +1,7 @@
 //! The compiled shader table: one [`Shader`] constant per variant that
-//! `engine/build.rs` compiled from `shaders/` (e.g. [`ADD`]), plus [`ALL`].
+//! `engine/build.rs` compiled from `shaders/` (e.g. [`BINARY`]), plus [`ALL`]
+//! and, per weight-reading op, its variants in an array indexed as
+//! [`crate::ggml_type::WEIGHT_TYPES`] ([`by_type`]).
 
 /// How a shader accesses one storage-buffer binding (from SPIR-V decorations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,17 +87,17 @@ mod tests {
     }
 
     #[test]
-    fn add_reflection() {
-        assert_eq!(ADD.name, "add");
+    fn binary_reflection() {
+        assert_eq!(BINARY.name, "binary");
         assert_eq!(
-            ADD.bindings,
+            BINARY.bindings,
             &[
                 BindingAccess::Read,
                 BindingAccess::Read,
                 BindingAccess::Write
             ]
         );
-        assert_eq!(ADD.push_constant_size, 16);
-        assert_eq!(ADD.local_size, [256, 1, 1]);
+        assert_eq!(BINARY.push_constant_size, 20);
+        assert_eq!(BINARY.local_size, [256, 1, 1]);
     }
 }

@@ -127,19 +127,5 @@ pub fn quantized_act(ty: GgmlType, x: &[f32]) -> Vec<u8> {
     out
 }
 
-/// The weight types with kernels, as in `engine::cpu::dot::weight_types`.
-pub const TYPES: [GgmlType; 13] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+/// The weight types with kernels (`engine::cpu::dot::weight_types`).
+pub use engine::ggml_type::WEIGHT_TYPES as TYPES;

@@ -18,7 +18,8 @@
 //!   the f32 additions.
 //!
 //! [`Kernels::for_level`] hands out a type's kernels for one level only
-//! when this CPU supports it.
+//! when this CPU supports it. Both families are tables indexed as
+//! [`WEIGHT_TYPES`] (`SCALAR` here, one per SIMD level in `x86`).
 
 pub mod float;
 pub mod k;
@@ -26,7 +27,7 @@ pub mod legacy;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-use crate::ggml_type::GgmlType;
+use crate::ggml_type::{weight_index, GgmlType, WEIGHT_TYPES};
 
 use super::act::vec_dot_type;
 use super::error::CpuError;
@@ -205,25 +206,45 @@ impl Kernels {
     }
 }
 
+/// Per weight type, in [`WEIGHT_TYPES`] order: the weight type, the format
+/// its activations take (ggml's `vec_dot_type`) and the scalar reference
+/// dot. The order is checked at compile time.
+const SCALAR: [(GgmlType, GgmlType, DotFn); WEIGHT_TYPES.len()] = {
+    use GgmlType::*;
+    [
+        (F32, F32, float::vec_dot_f32_scalar),
+        (F16, F16, float::vec_dot_f16_scalar),
+        (BF16, BF16, float::vec_dot_bf16_scalar),
+        (Q4_0, Q8_0, legacy::vec_dot_q4_0_q8_0_scalar),
+        (Q4_1, Q8_1, legacy::vec_dot_q4_1_q8_1_scalar),
+        (Q5_0, Q8_0, legacy::vec_dot_q5_0_q8_0_scalar),
+        (Q5_1, Q8_1, legacy::vec_dot_q5_1_q8_1_scalar),
+        (Q8_0, Q8_0, legacy::vec_dot_q8_0_q8_0_scalar),
+        (Q2_K, Q8_K, k::vec_dot_q2_k_q8_k_scalar),
+        (Q3_K, Q8_K, k::vec_dot_q3_k_q8_k_scalar),
+        (Q4_K, Q8_K, k::vec_dot_q4_k_q8_k_scalar),
+        (Q5_K, Q8_K, k::vec_dot_q5_k_q8_k_scalar),
+        (Q6_K, Q8_K, k::vec_dot_q6_k_q8_k_scalar),
+    ]
+};
+
+const _: () = {
+    let mut t = 0;
+    while t < SCALAR.len() {
+        assert!(SCALAR[t].0 as u32 == WEIGHT_TYPES[t] as u32);
+        t += 1;
+    }
+};
+
+/// The format activations take to meet weights of type `w` (ggml's
+/// `vec_dot_type`), or `None` when `w` has no CPU dot product here.
+pub(crate) fn act_type(w: GgmlType) -> Option<GgmlType> {
+    weight_index(w).map(|t| SCALAR[t].1)
+}
+
 /// The scalar reference for `weight`.
 pub fn scalar_dot(weight: GgmlType) -> Option<DotFn> {
-    use GgmlType::*;
-    Some(match weight {
-        F32 => float::vec_dot_f32_scalar,
-        F16 => float::vec_dot_f16_scalar,
-        BF16 => float::vec_dot_bf16_scalar,
-        Q4_0 => legacy::vec_dot_q4_0_q8_0_scalar,
-        Q4_1 => legacy::vec_dot_q4_1_q8_1_scalar,
-        Q5_0 => legacy::vec_dot_q5_0_q8_0_scalar,
-        Q5_1 => legacy::vec_dot_q5_1_q8_1_scalar,
-        Q8_0 => legacy::vec_dot_q8_0_q8_0_scalar,
-        Q2_K => k::vec_dot_q2_k_q8_k_scalar,
-        Q3_K => k::vec_dot_q3_k_q8_k_scalar,
-        Q4_K => k::vec_dot_q4_k_q8_k_scalar,
-        Q5_K => k::vec_dot_q5_k_q8_k_scalar,
-        Q6_K => k::vec_dot_q6_k_q8_k_scalar,
-        _ => return None,
-    })
+    weight_index(weight).map(|t| SCALAR[t].2)
 }
 
 /// A tile walked one dot at a time with the kernels' dot function.
@@ -238,9 +259,9 @@ fn scalar_tile(k: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
     }
 }
 
-/// Every weight type with kernels, in id order.
+/// Every weight type with kernels: [`WEIGHT_TYPES`].
 pub fn weight_types() -> impl Iterator<Item = GgmlType> {
-    GgmlType::all().filter(|&t| scalar_dot(t).is_some())
+    WEIGHT_TYPES.into_iter()
 }
 
 /// Weight row `w` of type `weight` dotted with activation row `a` (in

@@ -1,12 +1,15 @@
-//! Elementwise ops, norms and RoPE on the device.
+//! Elementwise ops, norms and RoPE on the device. The elementwise ops run
+//! one shader per family, the op a push constant: [`binary`]
+//! (`shaders/binary.comp`) and [`unary`] (`shaders/unary.comp`).
 
 use super::{Bind, VulkanBackend};
 use crate::ggml_type::GgmlType;
-use crate::ops::{Act, GluKind, RopeParams, RopeStyle, Weight};
+use crate::ops::{Act, BinaryOp, GluKind, RopeParams, RopeStyle, UnaryOp, Weight};
 use crate::vulkan::{shaders, BinaryPush, PushConstants, Shader};
 
 /// `UnaryPush` of `shaders/common/elementwise.glsl`: `x[offset + i] =
-/// f(x[offset + i])` for `i < n` (scale: `x * a`; softcap: `tanh(x * a) * b`).
+/// f(x[offset + i])` for `i < n`, `f` chosen by `op` (a `UNARY_*` code of
+/// `shaders/unary.comp`; scale: `x * a`; softcap: `tanh(x * a) * b`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct UnaryPush {
@@ -14,15 +17,14 @@ pub struct UnaryPush {
     pub offset: u32,
     pub a: f32,
     pub b: f32,
+    pub op: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<UnaryPush>() == 16);
+const _: () = assert!(std::mem::size_of::<UnaryPush>() == 20);
 const _: () =
-    assert!(std::mem::size_of::<UnaryPush>() == shaders::SCALE.push_constant_size as usize);
-const _: () =
-    assert!(std::mem::size_of::<UnaryPush>() == shaders::SOFTCAP.push_constant_size as usize);
+    assert!(std::mem::size_of::<UnaryPush>() == shaders::UNARY.push_constant_size as usize);
 
-// SAFETY: repr(C), four 32-bit scalar fields, 16 bytes (asserted above): no padding.
+// SAFETY: repr(C), five 32-bit scalar fields, 20 bytes (asserted above): no padding.
 unsafe impl PushConstants for UnaryPush {}
 
 /// `RmsNormPush` of `shaders/common/elementwise.glsl`: `n_groups` contiguous
@@ -82,84 +84,65 @@ fn same_shape(op: &str, x: Act, y: Act) {
     );
 }
 
-/// `x += y`, through `shaders/add.comp` (out = a + b, elementwise; `x` is
-/// both an input and the output: each invocation reads and writes its own
-/// element).
-pub(super) fn add(b: &mut VulkanBackend, x: Act, y: Act) {
-    same_shape("add", x, y);
-    let n = x.len() as u32;
-    let push = BinaryPush {
-        n,
-        a_offset: x.elems().start as u32,
-        b_offset: y.elems().start as u32,
-        out_offset: x.elems().start as u32,
-    };
-    let groups = b.groups_1d(&shaders::ADD, u64::from(n));
-    b.dispatch(
-        &shaders::ADD,
-        &[Bind::act(x), Bind::act(y), Bind::act(x)],
-        &push,
-        groups,
-    );
-}
-
-/// `out = a OP b` elementwise through a [`BinaryPush`] shader (`x` is
-/// both `a` and `out`: each invocation reads and writes its own element).
-fn binary(b: &mut VulkanBackend, shader: &'static Shader, x: Act, y: Act) {
+/// `x = op(x, y)` through `shaders/binary.comp`, the op a push constant
+/// (`BINARY_*` there; `x` is both `a` and `out`: each invocation reads and
+/// writes its own element).
+pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
+    same_shape(op.name(), x, y);
     let n = x.len() as u32;
     let push = BinaryPush {
         n,
         a_offset: offset(x),
         b_offset: offset(y),
         out_offset: offset(x),
+        op: binary_code(op),
     };
-    let groups = b.groups_1d(shader, u64::from(n));
+    let groups = b.groups_1d(&shaders::BINARY, u64::from(n));
     b.dispatch(
-        shader,
+        &shaders::BINARY,
         &[Bind::act(x), Bind::act(y), Bind::act(x)],
         &push,
         groups,
     );
 }
 
-/// `x *= y`, through `shaders/mul.comp`.
-pub(super) fn mul(b: &mut VulkanBackend, x: Act, y: Act) {
-    same_shape("mul", x, y);
-    binary(b, &shaders::MUL, x, y);
+/// The op's code in `shaders/binary.comp` (`BINARY_*`).
+fn binary_code(op: BinaryOp) -> u32 {
+    match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Mul => 1,
+        BinaryOp::Glu(GluKind::SwiGlu) => 2,
+        BinaryOp::Glu(GluKind::GeGluTanh) => 3,
+    }
 }
 
-/// `x = f(x)` in place through a [`UnaryPush`] shader.
-fn unary(b: &mut VulkanBackend, shader: &'static Shader, x: Act, a: f32, c: f32) {
+/// Whether a dispatch of `shader` with push-constant bytes `push` is an add
+/// (the residual add before a norm, which fault `missing-barrier` targets).
+pub(super) fn is_add(shader: &Shader, push: &[u8]) -> bool {
+    let at = std::mem::offset_of!(BinaryPush, op);
+    shader.index == shaders::BINARY.index
+        && push.get(at..at + 4) == Some(&binary_code(BinaryOp::Add).to_ne_bytes()[..])
+}
+
+/// `x = op(x)` in place through `shaders/unary.comp`, the op and its
+/// parameters push constants (`UNARY_*` there).
+pub(super) fn unary(b: &mut VulkanBackend, op: UnaryOp, x: Act) {
+    // The code of `UNARY_*` in the shader, and the parameters.
+    let (code, a, c) = match op {
+        UnaryOp::Scale(s) => (0, s, 0.0),
+        // `1 / cap` rounded to f32 on the host, as the CPU does.
+        UnaryOp::Softcap(cap) => (1, 1.0 / cap, cap),
+    };
     let n = x.len() as u32;
     let push = UnaryPush {
         n,
         offset: offset(x),
         a,
         b: c,
+        op: code,
     };
-    let groups = b.groups_1d(shader, u64::from(n));
-    b.dispatch(shader, &[Bind::act(x)], &push, groups);
-}
-
-/// `x *= s`, through `shaders/unary.comp` (`OP_SCALE`).
-pub(super) fn scale(b: &mut VulkanBackend, x: Act, s: f32) {
-    unary(b, &shaders::SCALE, x, s, 0.0);
-}
-
-/// `x = cap · tanh(x / cap)`, through `shaders/unary.comp` (`OP_SOFTCAP`),
-/// with `1 / cap` rounded to f32 on the host as the CPU does.
-pub(super) fn softcap(b: &mut VulkanBackend, x: Act, cap: f32) {
-    unary(b, &shaders::SOFTCAP, x, 1.0 / cap, cap);
-}
-
-/// `gate = act(gate) * up`, through `shaders/glu.comp`.
-pub(super) fn glu(b: &mut VulkanBackend, kind: GluKind, gate: Act, up: Act) {
-    same_shape("glu", gate, up);
-    let shader = match kind {
-        GluKind::SwiGlu => &shaders::GLU_SWIGLU,
-        GluKind::GeGluTanh => &shaders::GLU_GEGLU,
-    };
-    binary(b, shader, gate, up);
+    let groups = b.groups_1d(&shaders::UNARY, u64::from(n));
+    b.dispatch(&shaders::UNARY, &[Bind::act(x)], &push, groups);
 }
 
 /// RMS norm of each `group` of each row of `x` into `out` (maybe `x`),

@@ -1,7 +1,9 @@
 //! Matrix products on quantized weights and the embedding lookup.
 //!
-//! One shader source per op, one variant per weight type (`engine/build.rs`
-//! `VARIANTS`; the block formats are in `shaders/common/blocks.glsl`):
+//! One shader source per op, one variant per weight type
+//! (`engine/build/variants.rs` over [`crate::ggml_type::WEIGHT_TYPES`]; the
+//! block formats are in `shaders/common/blocks.glsl`), looked up in the
+//! arrays of [`shaders::by_type`]:
 //! - `matvec_*` (one activation row, decode): a workgroup per 2 weight rows,
 //!   128 invocations over units of 8 weights (activations loaded once for
 //!   both rows), shared-memory reduction;
@@ -21,7 +23,7 @@
 
 use super::{Bind, GpuWeight, KernelLayout, VulkanBackend};
 use crate::fault;
-use crate::ggml_type::GgmlType;
+use crate::ggml_type::{weight_index, GgmlType};
 use crate::ops::{Act, Weight};
 use crate::vulkan::{shaders, PushConstants, Shader};
 
@@ -43,19 +45,19 @@ pub struct WeightPush {
 }
 
 const _: () = assert!(std::mem::size_of::<WeightPush>() == 36);
-const _: () =
-    assert!(std::mem::size_of::<WeightPush>() == shaders::MATVEC_Q4_0.push_constant_size as usize);
-const _: () =
-    assert!(std::mem::size_of::<WeightPush>() == shaders::MATMUL_Q4_0.push_constant_size as usize);
-const _: () = assert!(
-    std::mem::size_of::<WeightPush>() == shaders::GET_ROWS_Q4_0.push_constant_size as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<WeightPush>() == shaders::MATVEC_CPU_Q4_0.push_constant_size as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<WeightPush>() == shaders::MATMUL_CPU_Q4_0.push_constant_size as usize
-);
+const _: () = {
+    use shaders::by_type::{GET_ROWS, MATMUL, MATMUL_CPU, MATVEC, MATVEC_CPU};
+    let mut t = 0;
+    while t < MATVEC.len() {
+        let size = std::mem::size_of::<WeightPush>();
+        assert!(size == MATVEC[t].push_constant_size as usize);
+        assert!(size == MATMUL[t].push_constant_size as usize);
+        assert!(size == GET_ROWS[t].push_constant_size as usize);
+        assert!(size == MATVEC_CPU[t].push_constant_size as usize);
+        assert!(size == MATMUL_CPU[t].push_constant_size as usize);
+        t += 1;
+    }
+};
 
 // SAFETY: repr(C), nine u32 fields, 36 bytes (asserted above): no padding.
 unsafe impl PushConstants for WeightPush {}
@@ -74,137 +76,15 @@ struct Kernels {
 }
 
 fn kernels(ty: GgmlType) -> Option<Kernels> {
-    use shaders::*;
-    let ([matvec, matmul, matvec_cpu, matmul_cpu], get_rows, v) = match ty {
-        GgmlType::F32 => (
-            [&MATVEC_F32, &MATMUL_F32, &MATVEC_CPU_F32, &MATMUL_CPU_F32],
-            &GET_ROWS_F32,
-            1,
-        ),
-        GgmlType::F16 => (
-            [&MATVEC_F16, &MATMUL_F16, &MATVEC_CPU_F16, &MATMUL_CPU_F16],
-            &GET_ROWS_F16,
-            1,
-        ),
-        GgmlType::BF16 => (
-            [
-                &MATVEC_BF16,
-                &MATMUL_BF16,
-                &MATVEC_CPU_BF16,
-                &MATMUL_CPU_BF16,
-            ],
-            &GET_ROWS_BF16,
-            1,
-        ),
-        GgmlType::Q4_0 => (
-            [
-                &MATVEC_Q4_0,
-                &MATMUL_Q4_0,
-                &MATVEC_CPU_Q4_0,
-                &MATMUL_CPU_Q4_0,
-            ],
-            &GET_ROWS_Q4_0,
-            8,
-        ),
-        GgmlType::Q4_1 => (
-            [
-                &MATVEC_Q4_1,
-                &MATMUL_Q4_1,
-                &MATVEC_CPU_Q4_1,
-                &MATMUL_CPU_Q4_1,
-            ],
-            &GET_ROWS_Q4_1,
-            8,
-        ),
-        GgmlType::Q5_0 => (
-            [
-                &MATVEC_Q5_0,
-                &MATMUL_Q5_0,
-                &MATVEC_CPU_Q5_0,
-                &MATMUL_CPU_Q5_0,
-            ],
-            &GET_ROWS_Q5_0,
-            8,
-        ),
-        GgmlType::Q5_1 => (
-            [
-                &MATVEC_Q5_1,
-                &MATMUL_Q5_1,
-                &MATVEC_CPU_Q5_1,
-                &MATMUL_CPU_Q5_1,
-            ],
-            &GET_ROWS_Q5_1,
-            8,
-        ),
-        GgmlType::Q8_0 => (
-            [
-                &MATVEC_Q8_0,
-                &MATMUL_Q8_0,
-                &MATVEC_CPU_Q8_0,
-                &MATMUL_CPU_Q8_0,
-            ],
-            &GET_ROWS_Q8_0,
-            8,
-        ),
-        GgmlType::Q2_K => (
-            [
-                &MATVEC_Q2_K,
-                &MATMUL_Q2_K,
-                &MATVEC_CPU_Q2_K,
-                &MATMUL_CPU_Q2_K,
-            ],
-            &GET_ROWS_Q2_K,
-            8,
-        ),
-        GgmlType::Q3_K => (
-            [
-                &MATVEC_Q3_K,
-                &MATMUL_Q3_K,
-                &MATVEC_CPU_Q3_K,
-                &MATMUL_CPU_Q3_K,
-            ],
-            &GET_ROWS_Q3_K,
-            8,
-        ),
-        GgmlType::Q4_K => (
-            [
-                &MATVEC_Q4_K,
-                &MATMUL_Q4_K,
-                &MATVEC_CPU_Q4_K,
-                &MATMUL_CPU_Q4_K,
-            ],
-            &GET_ROWS_Q4_K,
-            8,
-        ),
-        GgmlType::Q5_K => (
-            [
-                &MATVEC_Q5_K,
-                &MATMUL_Q5_K,
-                &MATVEC_CPU_Q5_K,
-                &MATMUL_CPU_Q5_K,
-            ],
-            &GET_ROWS_Q5_K,
-            8,
-        ),
-        GgmlType::Q6_K => (
-            [
-                &MATVEC_Q6_K,
-                &MATMUL_Q6_K,
-                &MATVEC_CPU_Q6_K,
-                &MATMUL_CPU_Q6_K,
-            ],
-            &GET_ROWS_Q6_K,
-            8,
-        ),
-        _ => return None,
-    };
+    use shaders::by_type;
+    let t = weight_index(ty)?;
     Some(Kernels {
-        matvec,
-        matmul,
-        matvec_cpu,
-        matmul_cpu,
-        get_rows,
-        values_per_invocation: v,
+        matvec: by_type::MATVEC[t],
+        matmul: by_type::MATMUL[t],
+        matvec_cpu: by_type::MATVEC_CPU[t],
+        matmul_cpu: by_type::MATMUL_CPU[t],
+        get_rows: by_type::GET_ROWS[t],
+        values_per_invocation: if ty.block_elems() == 1 { 1 } else { 8 },
     })
 }
 
@@ -221,7 +101,7 @@ pub(super) const MATVEC_ROWS: usize = 2;
 pub(super) const MATMUL_TILE: (usize, usize) = (32, 32);
 
 /// The value of macro `name` in `shader`'s variant (`ROWS`, `TOKENS` of the
-/// `matmul_cpu.comp` variants in engine/build.rs).
+/// `matmul_cpu.comp` variants in engine/build/variants.rs).
 pub(super) fn define(shader: &Shader, name: &str) -> usize {
     shader
         .defines

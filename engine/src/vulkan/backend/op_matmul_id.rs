@@ -20,7 +20,7 @@
 
 use super::op_matmul::{define, u32_of, WeightPush, MATMUL_TILE, MATVEC_ROWS};
 use super::{Bind, KernelLayout, VulkanBackend};
-use crate::ggml_type::GgmlType;
+use crate::ggml_type::{weight_index, GgmlType};
 use crate::ops::{Act, Weight};
 use crate::vulkan::{shaders, PushConstants, Shader};
 
@@ -45,18 +45,18 @@ pub struct WeightIdPush {
 }
 
 const _: () = assert!(std::mem::size_of::<WeightIdPush>() == 56);
-const _: () = assert!(
-    std::mem::size_of::<WeightIdPush>() == shaders::MATVEC_ID_Q4_0.push_constant_size as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<WeightIdPush>() == shaders::MATMUL_ID_Q4_0.push_constant_size as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<WeightIdPush>() == shaders::MATVEC_CPU_ID_Q4_0.push_constant_size as usize
-);
-const _: () = assert!(
-    std::mem::size_of::<WeightIdPush>() == shaders::MATMUL_CPU_ID_Q4_0.push_constant_size as usize
-);
+const _: () = {
+    use shaders::by_type::{MATMUL_CPU_ID, MATMUL_ID, MATVEC_CPU_ID, MATVEC_ID};
+    let mut t = 0;
+    while t < MATVEC_ID.len() {
+        let size = std::mem::size_of::<WeightIdPush>();
+        assert!(size == MATVEC_ID[t].push_constant_size as usize);
+        assert!(size == MATMUL_ID[t].push_constant_size as usize);
+        assert!(size == MATVEC_CPU_ID[t].push_constant_size as usize);
+        assert!(size == MATMUL_CPU_ID[t].push_constant_size as usize);
+        t += 1;
+    }
+};
 
 // SAFETY: repr(C), fourteen u32 fields (two structs of nine and five, each
 // without padding), 56 bytes (asserted above): no padding.
@@ -65,88 +65,14 @@ unsafe impl PushConstants for WeightIdPush {}
 /// The `MATMUL_ID` kernels of one weight type: `[matvec, matmul,
 /// matvec_cpu, matmul_cpu]`.
 fn kernels(ty: GgmlType) -> Option<[&'static Shader; 4]> {
-    use shaders::*;
-    Some(match ty {
-        GgmlType::F32 => [
-            &MATVEC_ID_F32,
-            &MATMUL_ID_F32,
-            &MATVEC_CPU_ID_F32,
-            &MATMUL_CPU_ID_F32,
-        ],
-        GgmlType::F16 => [
-            &MATVEC_ID_F16,
-            &MATMUL_ID_F16,
-            &MATVEC_CPU_ID_F16,
-            &MATMUL_CPU_ID_F16,
-        ],
-        GgmlType::BF16 => [
-            &MATVEC_ID_BF16,
-            &MATMUL_ID_BF16,
-            &MATVEC_CPU_ID_BF16,
-            &MATMUL_CPU_ID_BF16,
-        ],
-        GgmlType::Q4_0 => [
-            &MATVEC_ID_Q4_0,
-            &MATMUL_ID_Q4_0,
-            &MATVEC_CPU_ID_Q4_0,
-            &MATMUL_CPU_ID_Q4_0,
-        ],
-        GgmlType::Q4_1 => [
-            &MATVEC_ID_Q4_1,
-            &MATMUL_ID_Q4_1,
-            &MATVEC_CPU_ID_Q4_1,
-            &MATMUL_CPU_ID_Q4_1,
-        ],
-        GgmlType::Q5_0 => [
-            &MATVEC_ID_Q5_0,
-            &MATMUL_ID_Q5_0,
-            &MATVEC_CPU_ID_Q5_0,
-            &MATMUL_CPU_ID_Q5_0,
-        ],
-        GgmlType::Q5_1 => [
-            &MATVEC_ID_Q5_1,
-            &MATMUL_ID_Q5_1,
-            &MATVEC_CPU_ID_Q5_1,
-            &MATMUL_CPU_ID_Q5_1,
-        ],
-        GgmlType::Q8_0 => [
-            &MATVEC_ID_Q8_0,
-            &MATMUL_ID_Q8_0,
-            &MATVEC_CPU_ID_Q8_0,
-            &MATMUL_CPU_ID_Q8_0,
-        ],
-        GgmlType::Q2_K => [
-            &MATVEC_ID_Q2_K,
-            &MATMUL_ID_Q2_K,
-            &MATVEC_CPU_ID_Q2_K,
-            &MATMUL_CPU_ID_Q2_K,
-        ],
-        GgmlType::Q3_K => [
-            &MATVEC_ID_Q3_K,
-            &MATMUL_ID_Q3_K,
-            &MATVEC_CPU_ID_Q3_K,
-            &MATMUL_CPU_ID_Q3_K,
-        ],
-        GgmlType::Q4_K => [
-            &MATVEC_ID_Q4_K,
-            &MATMUL_ID_Q4_K,
-            &MATVEC_CPU_ID_Q4_K,
-            &MATMUL_CPU_ID_Q4_K,
-        ],
-        GgmlType::Q5_K => [
-            &MATVEC_ID_Q5_K,
-            &MATMUL_ID_Q5_K,
-            &MATVEC_CPU_ID_Q5_K,
-            &MATMUL_CPU_ID_Q5_K,
-        ],
-        GgmlType::Q6_K => [
-            &MATVEC_ID_Q6_K,
-            &MATMUL_ID_Q6_K,
-            &MATVEC_CPU_ID_Q6_K,
-            &MATMUL_CPU_ID_Q6_K,
-        ],
-        _ => return None,
-    })
+    use shaders::by_type::{MATMUL_CPU_ID, MATMUL_ID, MATVEC_CPU_ID, MATVEC_ID};
+    let t = weight_index(ty)?;
+    Some([
+        MATVEC_ID[t],
+        MATMUL_ID[t],
+        MATVEC_CPU_ID[t],
+        MATMUL_CPU_ID[t],
+    ])
 }
 
 /// `out[t, j] = W_{ids[t, j]} · x[t (, j)]` for `w` holding `n_expert`

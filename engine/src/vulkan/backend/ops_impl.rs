@@ -8,7 +8,8 @@ use super::{
     GpuWeight, VulkanBackend, WeightChunk,
 };
 use crate::ops::{
-    Act, AttnParams, BackendError, GluKind, Kv, KvType, Ops, RopeParams, Weight, WeightSource,
+    Act, AttnParams, BackendError, BinaryOp, Kv, KvType, Ops, RopeParams, UnaryOp, Weight,
+    WeightSource,
 };
 
 impl Ops for VulkanBackend {
@@ -202,24 +203,12 @@ impl Ops for VulkanBackend {
         op_attention::attention(self, kv, q, k, v, out, pos0, p)
     }
 
-    fn glu(&mut self, kind: GluKind, gate: Act, up: Act) {
-        op_elementwise::glu(self, kind, gate, up)
+    fn binary(&mut self, op: BinaryOp, x: Act, y: Act) {
+        op_elementwise::binary(self, op, x, y)
     }
 
-    fn add(&mut self, x: Act, y: Act) {
-        op_elementwise::add(self, x, y)
-    }
-
-    fn mul(&mut self, x: Act, y: Act) {
-        op_elementwise::mul(self, x, y)
-    }
-
-    fn scale(&mut self, x: Act, s: f32) {
-        op_elementwise::scale(self, x, s)
-    }
-
-    fn softcap(&mut self, x: Act, cap: f32) {
-        op_elementwise::softcap(self, x, cap)
+    fn unary(&mut self, op: UnaryOp, x: Act) {
+        op_elementwise::unary(self, op, x)
     }
 
     fn copy(&mut self, src: Act, dst: Act) {

@@ -160,7 +160,7 @@ pub(super) fn flush(
 /// `missing-barrier` drops the barrier between them).
 fn add_then_norm(prev: Option<&Cmd>, cmd: &Cmd) -> bool {
     let is = |c: Option<&Cmd>, names: &[&str]| matches!(c, Some(Cmd::Dispatch { shader, .. }) if names.contains(&shader.name));
-    is(prev, &[shaders::ADD.name])
+    matches!(prev, Some(Cmd::Dispatch { shader, push, .. }) if super::op_elementwise::is_add(shader, push))
         && is(
             Some(cmd),
             &[shaders::RMS_NORM.name, shaders::RMS_NORM_W.name],

@@ -22,7 +22,7 @@ mod legacy;
 
 use std::arch::x86_64::*;
 
-use crate::ggml_type::GgmlType;
+use crate::ggml_type::{weight_index, GgmlType, WEIGHT_TYPES};
 
 use super::{DotFn, Kernels, Tile, TileFn};
 use crate::cpu::features::SimdLevel;
@@ -358,41 +358,48 @@ fn tile_vnni<K: Micro>(_: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
     unsafe { drive_vnni::<K>(t, out, ld) }
 }
 
+/// One SIMD level's kernels of every weight type, in [`WEIGHT_TYPES`]
+/// order (an entry out of place fails the SIMD-against-scalar property
+/// tests of engine/tests/cpu_dot.rs).
+macro_rules! table {
+    ($dot:ident, $tile:ident, $ops:ty) => {{
+        macro_rules! k {
+            ($m:ty) => {
+                ($dot::<$m> as DotFn, $tile::<$m> as TileFn)
+            };
+        }
+        [
+            k!(float::F32),
+            k!(float::F16),
+            k!(float::BF16),
+            k!(legacy::Q4_0<$ops>),
+            k!(legacy::Q4_1<$ops>),
+            k!(legacy::Q5_0<$ops>),
+            k!(legacy::Q5_1<$ops>),
+            k!(legacy::Q8_0<$ops>),
+            k!(k::Q2K<$ops>),
+            k!(k::Q3K<$ops>),
+            k!(k::Q4K<$ops>),
+            k!(k::Q5K<$ops>),
+            k!(k::Q6K<$ops>),
+        ]
+    }};
+}
+
+const AVX2: [(DotFn, TileFn); WEIGHT_TYPES.len()] = table!(dot_avx2, tile_avx2, Avx2Ops);
+const VNNI: [(DotFn, TileFn); WEIGHT_TYPES.len()] = table!(dot_vnni, tile_vnni, VnniOps);
+
 /// The SIMD kernels of `weight` at `level`, which the caller has checked
 /// this CPU supports.
 pub(super) fn kernels(weight: GgmlType, level: SimdLevel) -> Option<(DotFn, TileFn)> {
-    macro_rules! pick {
-        ($dot:ident, $tile:ident, $ops:ty) => {{
-            macro_rules! k {
-                ($m:ty) => {
-                    ($dot::<$m> as DotFn, $tile::<$m> as TileFn)
-                };
-            }
-            match weight {
-                GgmlType::Q4_0 => k!(legacy::Q4_0<$ops>),
-                GgmlType::Q4_1 => k!(legacy::Q4_1<$ops>),
-                GgmlType::Q5_0 => k!(legacy::Q5_0<$ops>),
-                GgmlType::Q5_1 => k!(legacy::Q5_1<$ops>),
-                GgmlType::Q8_0 => k!(legacy::Q8_0<$ops>),
-                GgmlType::Q2_K => k!(k::Q2K<$ops>),
-                GgmlType::Q3_K => k!(k::Q3K<$ops>),
-                GgmlType::Q4_K => k!(k::Q4K<$ops>),
-                GgmlType::Q5_K => k!(k::Q5K<$ops>),
-                GgmlType::Q6_K => k!(k::Q6K<$ops>),
-                GgmlType::F32 => k!(float::F32),
-                GgmlType::F16 => k!(float::F16),
-                GgmlType::BF16 => k!(float::BF16),
-                _ => return None,
-            }
-        }};
-    }
     assert!(
         level.is_supported(),
         "kernels: {level} is not supported here"
     );
-    Some(match level {
-        SimdLevel::Scalar => return None,
-        SimdLevel::Avx2 => pick!(dot_avx2, tile_avx2, Avx2Ops),
-        SimdLevel::Avx512Vnni => pick!(dot_vnni, tile_vnni, VnniOps),
-    })
+    let t = weight_index(weight)?;
+    match level {
+        SimdLevel::Scalar => None,
+        SimdLevel::Avx2 => Some(AVX2[t]),
+        SimdLevel::Avx512Vnni => Some(VNNI[t]),
+    }
 }

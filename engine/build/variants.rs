@@ -1,0 +1,153 @@
+//! The shader variants engine/build.rs compiles, as data: ops compiled once
+//! ([`ONCE`]) and weight-reading ops compiled once per weight type
+//! ([`PER_TYPE`] x [`WEIGHT_TYPES`], as ggml's vulkan-shaders-gen loops over
+//! (op, type)). A `.comp` file named by neither is compiled once under its
+//! file stem.
+
+use crate::ggml_type::{GgmlType, WEIGHT_TYPES};
+
+/// One compiled shader: `name` is the Rust-side name (a lower-case
+/// identifier), `source` a file in `shaders/`, `defines` the macros set for
+/// this variant.
+pub struct Variant {
+    pub name: String,
+    pub source: String,
+    pub defines: Vec<(String, String)>,
+}
+
+/// Ops compiled once each: (name, source, defines).
+type Once = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+pub const ONCE: &[Once] = &[
+    ("rms_norm", "rms_norm.comp", &[]),
+    ("rms_norm_w", "rms_norm.comp", &[("HAS_WEIGHT", "1")]),
+    ("attention_f32", "attention.comp", &[]),
+    ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
+];
+
+/// An op compiled once per weight type: variant `{name}_{type}` of `source`
+/// with `WEIGHT_{TYPE}` defined, then the defines `extra` gives for the type.
+pub struct PerType {
+    pub name: &'static str,
+    source: &'static str,
+    extra: fn(GgmlType) -> Vec<(&'static str, &'static str)>,
+}
+
+/// The products for CPU Vulkan implementations (`shaders/matmul_cpu.comp`):
+/// ROWS weight rows for TOKENS activation rows per invocation. Measured on
+/// lavapipe (2 cores, Q4_1 576x1536): decode is fastest at 1 row (2 for the
+/// float types, whose weights are read one element at a time), prefill at 8
+/// rows x 4 tokens (12 ms for 64 tokens; 8 x 8: 23 ms, 4 x 4: 18 ms, 1 x 8:
+/// 35 ms).
+fn cpu_decode(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    let rows = if ty.block_elems() == 1 { "2" } else { "1" };
+    vec![("TOKENS", "1"), ("ROWS", rows)]
+}
+
+fn cpu_prefill(_: GgmlType) -> Vec<(&'static str, &'static str)> {
+    vec![("TOKENS", "4"), ("ROWS", "8")]
+}
+
+/// The same products routed by expert ids (ggml mul_mat_id; `MATMUL_ID` in
+/// matvec.comp, matmul.comp and matmul_cpu.comp), with the same ROWS and
+/// TOKENS as the plain ones.
+fn id(_: GgmlType) -> Vec<(&'static str, &'static str)> {
+    vec![("MATMUL_ID", "1")]
+}
+
+fn cpu_decode_id(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    [cpu_decode(ty), id(ty)].concat()
+}
+
+fn cpu_prefill_id(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    [cpu_prefill(ty), id(ty)].concat()
+}
+
+pub const PER_TYPE: &[PerType] = &[
+    PerType {
+        name: "matvec",
+        source: "matvec.comp",
+        extra: |_| Vec::new(),
+    },
+    PerType {
+        name: "matmul",
+        source: "matmul.comp",
+        extra: |_| Vec::new(),
+    },
+    PerType {
+        name: "matvec_cpu",
+        source: "matmul_cpu.comp",
+        extra: cpu_decode,
+    },
+    PerType {
+        name: "matmul_cpu",
+        source: "matmul_cpu.comp",
+        extra: cpu_prefill,
+    },
+    PerType {
+        name: "matvec_id",
+        source: "matvec.comp",
+        extra: id,
+    },
+    PerType {
+        name: "matmul_id",
+        source: "matmul.comp",
+        extra: id,
+    },
+    PerType {
+        name: "matvec_cpu_id",
+        source: "matmul_cpu.comp",
+        extra: cpu_decode_id,
+    },
+    PerType {
+        name: "matmul_cpu_id",
+        source: "matmul_cpu.comp",
+        extra: cpu_prefill_id,
+    },
+    PerType {
+        name: "get_rows",
+        source: "get_rows.comp",
+        extra: |_| Vec::new(),
+    },
+];
+
+/// Lower-case suffix of a type's variants (`q4_k`).
+pub fn type_suffix(ty: GgmlType) -> String {
+    ty.name().to_ascii_lowercase()
+}
+
+/// Every listed variant: [`ONCE`], then each [`PER_TYPE`] op for every
+/// weight type.
+pub fn listed() -> Vec<Variant> {
+    let owned = |defines: &[(&str, &str)]| -> Vec<(String, String)> {
+        defines
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let mut out: Vec<Variant> = ONCE
+        .iter()
+        .map(|&(name, source, defines)| Variant {
+            name: name.to_string(),
+            source: source.to_string(),
+            defines: owned(defines),
+        })
+        .collect();
+    for op in PER_TYPE {
+        for ty in WEIGHT_TYPES {
+            let weight = format!("WEIGHT_{}", ty.name());
+            let mut defines = vec![(weight, "1".to_string())];
+            defines.extend(owned(&(op.extra)(ty)));
+            out.push(Variant {
+                name: format!("{}_{}", op.name, type_suffix(ty)),
+                source: op.source.to_string(),
+                defines,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,72 @@
+#version 450
+// Elementwise binary f32 ops: out[i] = f(a[i], b[i]), the op chosen by the
+// push constant BinaryPush.op (engine/src/vulkan/backend/op_elementwise.rs
+// sets it from the op of engine/src/ops.rs BinaryOp). The backend binds x as
+// both `a` and `out` (x = f(x, y) in place: each invocation reads and writes
+// its own element).
+// BINARY_ADD:    a + b (the residual add of the forward pass)
+// BINARY_MUL:    a * b
+// BINARY_SWIGLU: silu(a) * b, silu(g) = g / (1 + exp(-g))
+// BINARY_GEGLU:  gelu_tanh(a) * b, gelu_tanh as ggml's CPU computes it: 0 for
+//                g <= -10, g for g >= 10, otherwise g rounded to f16,
+//                gelu_tanh in f32 (with the FMA of
+//                engine/src/cpu/elementwise.rs), the result rounded to f16
+//                (ggml's table of f16 values, without the table).
+// Bindings: 0 = a (read), 1 = b (read), 2 = out (written). Push: BinaryPush.
+
+#include "push.glsl"
+#include "index.glsl"
+#include "math.glsl"
+
+const uint BINARY_ADD = 0u;
+const uint BINARY_MUL = 1u;
+const uint BINARY_SWIGLU = 2u;
+const uint BINARY_GEGLU = 3u;
+
+layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer A { float a[]; };
+layout(set = 0, binding = 1, std430) readonly buffer B { float b[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Out { float o[]; };
+
+layout(push_constant) uniform Push { BinaryPush p; };
+
+float silu(float g) {
+    precise float y = g / (1.0 + exp(-g));
+    return y;
+}
+
+float gelu_tanh_f16(float g) {
+    if (g <= -10.0) {
+        return 0.0;
+    }
+    if (g >= 10.0) {
+        return g;
+    }
+    const float SQRT_2_OVER_PI = 0.7978845608028654;
+    const float GELU_COEF_A = 0.044715;
+    float h = round_f16(g);
+    precise float inner = (SQRT_2_OVER_PI * h) * fma(GELU_COEF_A * h, h, 1.0);
+    precise float y = (0.5 * h) * (1.0 + tanh_accurate(inner));
+    return round_f16(y);
+}
+
+void main() {
+    uint i = global_index_1d();
+    if (i >= p.n) {
+        return;
+    }
+    float x = a[p.a_offset + i];
+    float y = b[p.b_offset + i];
+    if (p.op == BINARY_ADD) {
+        o[p.out_offset + i] = x + y;
+    } else if (p.op == BINARY_MUL) {
+        o[p.out_offset + i] = x * y;
+    } else if (p.op == BINARY_SWIGLU) {
+        precise float r = silu(x) * y;
+        o[p.out_offset + i] = r;
+    } else if (p.op == BINARY_GEGLU) {
+        precise float r = gelu_tanh_f16(x) * y;
+        o[p.out_offset + i] = r;
+    }
+}
