@@ -13,15 +13,15 @@ use std::sync::Arc;
 
 use engine::expert_cache::CacheSize;
 use engine::model::Model;
-use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
+use engine::setup::{GpuLayers, GpuRequest};
 use engine::trace::Recorder;
 use engine::vulkan::VulkanOptions;
 use model_support::gguf_support::model_path;
 
 fn request(moe_cache: Option<CacheSize>) -> GpuRequest {
     GpuRequest {
-        gpu_layers: -1,
+        gpu_layers: GpuLayers::All,
         fixed_on: None,
         threads: 2,
         vk: VulkanOptions {

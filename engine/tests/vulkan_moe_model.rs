@@ -10,14 +10,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::model::Model;
-use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
+use engine::setup::GpuRequest;
 use engine::vulkan::VulkanOptions;
 use model_support::gguf_support::model_path;
 
 fn request(gpu_layers: i64) -> GpuRequest {
     GpuRequest {
-        gpu_layers,
+        gpu_layers: gpu_layers.try_into().expect("-1, 0 or N"),
         fixed_on: None,
         threads: 2,
         vk: VulkanOptions {

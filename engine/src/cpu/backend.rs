@@ -6,11 +6,12 @@ use super::dot::Kernels;
 use super::kv::KvStore;
 use super::parallel::for_chunks;
 use super::{attention, elementwise, moe, norm, rope};
-use super::{embedding_row, matmul, matvec, CpuError, Threads, WeightView};
+use super::{embedding_row, matmul, matvec, CpuError, WeightView};
 use crate::ops::{
     Act, AttnParams, BackendError, GluKind, Kv, KvType, Ops, RopeParams, Weight, WeightSource,
 };
 use crate::quant::{can_dequantize, dequantize_row};
+use crate::threads::Threads;
 
 /// A weight as the CPU keeps it: the source bytes (for a GGUF tensor, the
 /// mapped file itself: nothing is copied), and for a vector (one row: norm
