@@ -38,8 +38,8 @@
 
 pub mod act;
 pub mod dot;
-mod error;
-mod features;
+pub(crate) mod error;
+pub(crate) mod features;
 mod matmul;
 mod weight;
 
