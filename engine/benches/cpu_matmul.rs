@@ -13,7 +13,8 @@
 
 use std::time::{Duration, Instant};
 
-use engine::cpu::{matmul, matvec, SimdLevel, Threads, WeightView};
+use engine::cpu::{matmul, matvec, SimdLevel, WeightView};
+use engine::threads::Threads;
 use engine::GgmlType;
 
 const FLOOR_GBS: f64 = 35.7;

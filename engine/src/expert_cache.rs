@@ -1,10 +1,12 @@
 //! The expert slot cache of a GPU layer whose experts stay in host memory
-//! (`--moe-cache N|NMiB`).
+//! (`--moe-cache N|NMiB`): the model's [`ExpertRunner`] for such a layer,
+//! owned by the session and lent to each forward pass.
 //!
 //! Such a layer keeps its expert tensors mapped on the host and holds, on
 //! the GPU, three slot weights (gate, up, down) of `n_slots` experts each,
 //! in the experts' own types. Routing runs on the GPU as in any layer; then
-//! [`LayerCache::run`] reads the top-k ids back and, per (row, slot) pair:
+//! [`LayerCache`]'s [`ExpertRunner::run`] reads the top-k ids back and,
+//! per (row, slot) pair:
 //!
 //! - an expert held in a slot (a hit) is multiplied on the GPU, by
 //!   `matmul_id` over the slot weights with the ids remapped to slots;
@@ -35,11 +37,13 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::cpu::{self, Threads, WeightView};
+use crate::cpu::{self, WeightView};
 use crate::fault;
-use crate::model::moe::{self, moe_glu_tap, ExpertWeights, Experts};
-use crate::model::Cx;
+use crate::model::moe::{self, moe_glu_tap, ExpertRunner, ExpertWeights, Experts};
+use crate::model::{Cx, Hparams};
 use crate::ops::{Act, BackendError, Ops, Weight, WeightSource};
+use crate::placement::Devices;
+use crate::threads::Threads;
 
 /// `--moe-cache`: expert slots per layer, or device memory for the slots
 /// of all the cached layers together.
@@ -115,6 +119,44 @@ pub struct CacheBufs {
     pub mask: Act,
     /// `[n_batch, k · n_embd]`: the misses' outputs, zero at hits.
     pub missed: Act,
+}
+
+impl CacheBufs {
+    /// Each buffer's name and width (each is `[n_batch, width]`), in the
+    /// order [`CacheBufs::alloc`] allocates them (none without experts):
+    /// what the setup's sizing counts on the GPU.
+    pub fn widths(hp: &Hparams) -> Vec<(&'static str, usize)> {
+        match hp.moe {
+            None => Vec::new(),
+            Some(m) => vec![
+                ("slot_ids", m.n_used),
+                ("mask", m.n_used),
+                ("missed", m.n_used * hp.n_embd),
+            ],
+        }
+    }
+
+    /// Allocates the buffers of [`CacheBufs::widths`] on device `dev`.
+    ///
+    /// # Panics
+    /// For a model without experts.
+    pub fn alloc(
+        devices: &mut Devices,
+        dev: usize,
+        hp: &Hparams,
+        n_batch: usize,
+    ) -> Result<CacheBufs, BackendError> {
+        let mut bufs = BTreeMap::new();
+        for (name, width) in CacheBufs::widths(hp) {
+            bufs.insert(name, devices.alloc(dev, n_batch, width)?);
+        }
+        let b = |name: &str| bufs[name];
+        Ok(CacheBufs {
+            slot_ids: b("slot_ids"),
+            mask: b("mask"),
+            missed: b("missed"),
+        })
+    }
 }
 
 /// The expert slots of one GPU layer and the host experts behind them.
@@ -271,11 +313,13 @@ impl LayerCache {
     pub fn stats(&self) -> LayerStats {
         self.stats
     }
+}
 
+impl ExpertRunner for LayerCache {
     /// The expert products of `e` (see the module docs), tapping
     /// `ffn_moe_up`, `ffn_moe_gate`, the activation and `ffn_moe_down`
     /// assembled from both devices.
-    pub fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError> {
+    fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError> {
         let (n, k) = (e.ids.rows(), e.ids.width());
         let (d, f) = (e.out.width() / k, e.up.width() / k);
         if let Some([gate, up, down]) = self.slots.filter(|_| self.table.n_slots() == self.n_expert)
@@ -371,7 +415,9 @@ impl LayerCache {
         cx.tap("ffn_moe_down", e.out)?;
         self.fill(&mut **cx, &misses)
     }
+}
 
+impl LayerCache {
     /// The missed (pair, expert)s multiplied on the host, from `x` `[n,
     /// n_embd]` with `k` pairs a row; `[d, f]` is `[n_embd, n_ff_exp]`.
     fn host_part(

@@ -30,9 +30,9 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::cpu::Threads;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::threads::Threads;
 
 /// An activation: a view of rows of a backend-owned f32 buffer.
 #[derive(Clone, Copy, PartialEq, Eq)]

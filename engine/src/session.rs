@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::cpu::Threads;
 use crate::expert_cache::{CacheBufs, LayerCache, LayerStats};
 use crate::model::arch::ArchWeights;
-use crate::model::{HeadOut, Hparams, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
+use crate::model::{ExpertRunner, HeadOut, Hparams, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
-use crate::placement::{Devices, GpuRequest, Plan, Stage};
+use crate::placement::{Devices, Stage};
+use crate::setup::{GpuRequest, Plan};
+use crate::threads::Threads;
 use crate::trace::TraceSink;
 
 /// How a session is set up.
@@ -97,6 +98,9 @@ pub struct Session {
     kv: Vec<Kv>,
     /// `scratch[d]`: buffers of device `d` (`None` when `d` runs nothing).
     scratch: Vec<Option<Scratch>>,
+    /// `caches[l]`: layer `l`'s expert slot cache, when it has one (lent
+    /// to each forward pass as the layer's [`ExpertRunner`]).
+    caches: Vec<Option<LayerCache>>,
     /// `[HEAD_BLOCK, n_vocab]` on the head's device.
     logits_dev: Act,
     /// `[n_vocab]`: the last position's logits, on the host.
@@ -166,10 +170,10 @@ impl Session {
                     .alloc_kv(n_ctx, hp.k_width(), hp.v_width(), cfg.kv_type)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if devices.expert_slots().is_some() {
-            let caches = expert_caches(&mut devices, host_experts, &hp, n_batch, cfg.threads)?;
-            devices.set_expert_caches(caches);
-        }
+        let caches = match devices.expert_slots() {
+            Some(_) => expert_caches(&mut devices, host_experts, &hp, n_batch, cfg.threads)?,
+            None => Vec::new(),
+        };
         let head = devices.device_of(Stage::Head);
         let logits_dev = devices.alloc(head, HEAD_BLOCK, hp.n_vocab)?;
         Ok(Session {
@@ -180,6 +184,7 @@ impl Session {
             weights,
             kv,
             scratch,
+            caches,
             logits_dev,
             pos: 0,
             n_ctx,
@@ -211,7 +216,11 @@ impl Session {
     /// Hits and pairs of each layer's expert slot cache so far (none
     /// without `--moe-cache`).
     pub fn expert_stats(&self) -> Vec<LayerStats> {
-        self.devices.expert_stats()
+        self.caches
+            .iter()
+            .flatten()
+            .map(LayerCache::stats)
+            .collect()
     }
 
     /// Forgets the sequence: the next token goes to position 0 (the caches
@@ -282,7 +291,18 @@ impl Session {
                 Outputs::Last => HeadOut::Skip,
             };
             let sink = sink.as_deref_mut().map(|s| s as &mut dyn TraceSink);
-            let mut step = Step::new(&mut self.devices, &self.scratch, self.logits_dev, sink);
+            let experts = self
+                .caches
+                .iter_mut()
+                .map(|c| c.as_mut().map(|c| c as &mut dyn ExpertRunner))
+                .collect();
+            let mut step = Step::new(
+                &mut self.devices,
+                &self.scratch,
+                self.logits_dev,
+                sink,
+                experts,
+            );
             let (weights, model, kv) = (&self.weights, &*self.model, &self.kv[..]);
             let run = || weights.forward(model, &mut step, kv, chunk, pos, out);
             // One pool entry per step (see `Ops::worker_pool`).
@@ -377,18 +397,14 @@ fn expert_caches(
     n_batch: usize,
     threads: usize,
 ) -> Result<Vec<Option<LayerCache>>, BackendError> {
-    let (Some(n_slots), Some(moe)) = (devices.expert_slots(), hp.moe) else {
+    let (Some(n_slots), Some(_)) = (devices.expert_slots(), hp.moe) else {
         return Ok(Vec::new());
     };
     let Some(l0) = host.iter().position(Option::is_some) else {
         return Ok(Vec::new());
     };
     let gpu = devices.device_of(Stage::Layer(l0));
-    let bufs = CacheBufs {
-        slot_ids: devices.alloc(gpu, n_batch, moe.n_used)?,
-        mask: devices.alloc(gpu, n_batch, moe.n_used)?,
-        missed: devices.alloc(gpu, n_batch, moe.n_used * hp.n_embd)?,
-    };
+    let bufs = CacheBufs::alloc(devices, gpu, hp, n_batch)?;
     // The CPU layers' pool when there are any (they never run at the same
     // time as a GPU layer's missed experts), else one of its own.
     let pool = match devices.worker_pool() {

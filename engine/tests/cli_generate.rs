@@ -495,6 +495,26 @@ fn the_gpu_path_says_paris_with_zero_validation_messages() {
         "10",
     ]);
     assert!(stdout(&o).starts_with(" Paris"), "{:?}", stdout(&o));
+    // -g auto: as many layers as fit (all 30 here), the choice in the plan.
+    let o = sharpi(&[
+        "-m",
+        &path(SMOLLM2),
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "1",
+        "-g",
+        "auto",
+    ]);
+    assert!(stdout(&o).starts_with(" Paris"), "{:?}", stdout(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("plan: -g auto: 30 of 30 layers fit in "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -507,6 +527,11 @@ fn bad_device_flags_are_one_line_errors() {
         sharpi(&a)
     };
     assert_one_line_error(&with(&["-g", "-2"]), 2, "invalid -g");
+    assert_one_line_error(
+        &with(&["-g", "all"]),
+        2,
+        "0 (CPU only), a layer count or auto",
+    );
     assert_one_line_error(
         &with(&["-g", "-1", "--device", "no-such-gpu"]),
         1,

@@ -7,10 +7,9 @@ mod cpu_support;
 
 use cpu_support::{activations, quantized_act, weight_row, Rng, TYPES};
 use engine::cpu::act::vec_dot_type;
-use engine::cpu::{
-    embedding_row, matmul, matvec, CpuError, Kernels, SimdLevel, Threads, WeightView,
-};
+use engine::cpu::{embedding_row, matmul, matvec, CpuError, Kernels, SimdLevel, WeightView};
 use engine::quant::dequantize_row;
+use engine::threads::Threads;
 use engine::GgmlType;
 use proptest::prelude::*;
 

@@ -10,8 +10,9 @@ mod vulkan_support;
 use std::sync::Arc;
 
 use engine::model::Model;
-use engine::placement::{GpuRequest, Side};
+use engine::placement::Side;
 use engine::session::{Outputs, Session, SessionConfig};
+use engine::setup::{AutoFit, GpuLayers, GpuRequest};
 use model_support::Tiny;
 use vulkan_support::nmse;
 
@@ -98,4 +99,58 @@ fn the_plan_bounds_the_gpu_allocation_and_refuses_what_does_not_fit() {
         .expect("does not fit")
         .to_string();
     assert!(e.contains("-g 1 fits"), "{e}");
+}
+
+#[test]
+fn g_auto_places_the_most_layers_that_fit_and_says_so() {
+    let t = Tiny::llama();
+    let m = t.model();
+    let cfg = SessionConfig::default();
+    let n_layer = t.n_layer as usize;
+    let auto = |limit| GpuRequest {
+        gpu_layers: GpuLayers::Auto,
+        ..request(0, None, limit)
+    };
+    let open = |req: &GpuRequest| Session::on_devices(Arc::clone(&m), req, &cfg);
+    // Room for everything: every layer, as -g -1.
+    let (_, all) = open(&request(-1, None, None)).unwrap();
+    let (_, plan) = open(&auto(None)).unwrap();
+    assert_eq!((&plan.placement, &plan.bytes), (&all.placement, &all.bytes));
+    assert_eq!(plan.auto.map(|a| a.layers), Some(n_layer));
+    // Room for the GPU part of -g 1 only: -g 1's plan, and it runs.
+    let (_, one) = open(&request(1, None, None)).unwrap();
+    let need = one.bytes[1].total();
+    let (mut s, plan) = open(&auto(Some(need))).unwrap();
+    assert_eq!((&plan.placement, &plan.bytes), (&one.placement, &one.bytes));
+    assert_eq!(
+        plan.auto,
+        Some(AutoFit {
+            layers: 1,
+            limit: need
+        })
+    );
+    let text = plan.to_string();
+    let first = format!("plan: -g auto: 1 of {n_layer} layers fit in ");
+    assert!(text.starts_with(&first), "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    s.forward(&tokens(5, t.n_vocab), Outputs::Last, None)
+        .unwrap();
+    // Not even that: every layer on the CPU.
+    let (_, cpu) = open(&request(0, None, None)).unwrap();
+    let (_, plan) = open(&auto(Some(need - 1))).unwrap();
+    assert_eq!((&plan.placement, &plan.bytes), (&cpu.placement, &cpu.bytes));
+    assert_eq!(plan.auto.map(|a| a.layers), Some(0));
+    // --fixed-on gpu with no room for the embedding and head: refused as
+    // -g 0 --fixed-on gpu would be.
+    let req = GpuRequest {
+        fixed_on: Some(Side::Gpu),
+        ..auto(Some(1))
+    };
+    let e = open(&req).err().expect("does not fit").to_string();
+    assert!(
+        e.contains("the GPU part of -g auto does not fit")
+            && e.contains("nothing fits")
+            && !e.contains('\n'),
+        "{e}"
+    );
 }

@@ -27,7 +27,6 @@ use std::cell::{Cell, RefCell};
 use vulkan_support::weights::{cpu_limit, dot_f64, f32_sum_bound, weight, LIMIT_F64};
 use vulkan_support::{bits, nmse, values, Both, Pair};
 
-
 /// `out[t, r] = Σ_c w[r, c] · x[t, c]` in f64, and `Σ_c |w[r, c] · x[t, c]|`
 /// (what bounds the rounding error of any f32 summation order).
 fn reference(w: &[f32], n_in: usize, x: &[f32]) -> (Vec<f32>, Vec<f64>) {

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use engine::expert_cache::{CacheSize, LayerStats};
 use engine::model::Model;
-use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
+use engine::setup::GpuRequest;
 use model_support::gguf_support::model_path;
 use vulkan_support::nmse;
 use vulkan_support::session::{load, logits};

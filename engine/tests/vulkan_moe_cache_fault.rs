@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use engine::expert_cache::CacheSize;
 use engine::model::Model;
-use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
+use engine::setup::GpuRequest;
 use engine::trace::Recorder;
 use model_support::gguf_support::model_path;
 use vulkan_support::nmse;

@@ -1,4 +1,4 @@
-//! Where a model runs: `-g N`, `--fixed-on`, `--moe-cache`,
+//! Where a model runs: `-g N|auto`, `--fixed-on`, `--moe-cache`,
 //! `--expert-stats`, `--device`, `--validate`, `--print-plan` (shared by the
 //! generation and bench commands).
 
@@ -9,26 +9,28 @@ use clap::Args;
 use super::CliError;
 use crate::expert_cache::CacheSize;
 use crate::model::Model;
-use crate::placement::{GpuRequest, Side};
+use crate::placement::Side;
 use crate::session::{Session, SessionConfig};
+use crate::setup::{GpuLayers, GpuRequest};
 use crate::vulkan::VulkanOptions;
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct DeviceArgs {
     /// Layers on the GPU (Vulkan): 0 none (CPU only), -1 all (embedding,
     /// every layer and the output head), N the embedding and the first N
-    /// layers (the rest and the head on the CPU). Checked against the
+    /// layers (the rest and the head on the CPU), auto the largest N whose
+    /// GPU part fits (the plan printed says which). Checked against the
     /// device-local memory before loading: a GPU part that does not fit is
     /// an error that names the largest N that does.
     #[arg(
         short = 'g',
         long = "gpu-layers",
-        value_name = "N",
-        default_value_t = 0,
+        value_name = "N|auto",
+        default_value_t = GpuLayers::None,
         allow_negative_numbers = true,
         value_parser = gpu_layers
     )]
-    pub gpu_layers: i64,
+    pub gpu_layers: GpuLayers,
     /// Where the token embedding and the output head run, whatever -g says
     /// (default: the embedding on the GPU when any layer is, the head with
     /// the last layer).
@@ -59,21 +61,17 @@ pub struct DeviceArgs {
     pub validate: bool,
 }
 
-/// `-1` or a count.
-fn gpu_layers(s: &str) -> Result<i64, String> {
-    match s.parse::<i64>() {
-        Ok(n) if n >= -1 => Ok(n),
-        _ => Err(format!(
-            "invalid -g {s:?}: expected -1 (all layers), 0 (CPU only) or a layer count"
-        )),
-    }
+/// `-1`, `0`, a count or `auto` ([`GpuLayers`]).
+fn gpu_layers(s: &str) -> Result<GpuLayers, String> {
+    s.parse()
 }
 
 impl DeviceArgs {
     /// A session of `model` on the devices these flags select.
     pub fn session(&self, model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, CliError> {
-        let gpu = self.gpu_layers != 0 || self.fixed_on == Some(Side::Gpu);
-        if self.moe_cache.is_some() && self.gpu_layers == 0 {
+        let no_layers = self.gpu_layers == GpuLayers::None;
+        let gpu = !no_layers || self.fixed_on == Some(Side::Gpu);
+        if self.moe_cache.is_some() && no_layers {
             return Err(CliError::Usage(
                 "--moe-cache caches the experts of GPU layers: give -g -1 or -g N".into(),
             ));

@@ -6,12 +6,13 @@ use super::dot::Kernels;
 use super::kv::KvStore;
 use super::parallel::for_chunks;
 use super::{attention, elementwise, moe, norm, rope};
-use super::{embedding_row, matmul, matvec, CpuError, Threads, WeightView};
+use super::{embedding_row, matmul, matvec, CpuError, WeightView};
 use crate::ops::{
     Act, AttnParams, BackendError, BinaryOp, Kv, KvType, Ops, RopeParams, UnaryOp, Weight,
     WeightSource,
 };
 use crate::quant::{can_dequantize, dequantize_row};
+use crate::threads::Threads;
 
 /// A weight as the CPU keeps it: the source bytes (for a GGUF tensor, the
 /// mapped file itself: nothing is copied), and for a vector (one row: norm

@@ -23,8 +23,8 @@ use crate::quant;
 use super::act::quantize_act;
 use super::dot::{Kernels, Rows, Tile};
 use super::error::CpuError;
-use super::threads::Threads;
 use super::weight::WeightView;
+use crate::threads::Threads;
 
 /// Weight bytes a prefill task aims to keep in cache (the L1 data cache of
 /// current x86 cores is 32-48 KiB).

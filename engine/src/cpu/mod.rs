@@ -1,11 +1,12 @@
 //! The CPU backend: [`CpuBackend`] implements [`crate::ops::Ops`] with one
-//! file per op family, f32 arithmetic, one rayon pool ([`Threads`]); and its matrix
+//! file per op family, f32 arithmetic, one rayon pool ([`Threads`](crate::threads::Threads)); and its matrix
 //! kernels: quantized dot products as llama.cpp's CPU backend computes them,
 //! and the matrix-vector (decode) and matrix-matrix (prefill) products built
 //! on them.
 //!
 //! ```
-//! use engine::cpu::{matvec, Threads, WeightView};
+//! use engine::cpu::{matvec, WeightView};
+//! use engine::threads::Threads;
 //! use engine::GgmlType;
 //! # fn main() -> Result<(), engine::cpu::CpuError> {
 //! let (rows, cols) = (2, 32);
@@ -23,7 +24,8 @@
 //!   `vec_dot_type`), quantized as ggml's x86 backend does.
 //! - [`dot`]: per-type dot products, a scalar reference and SIMD kernels
 //!   chosen at run time ([`SimdLevel`]).
-//! - [`matvec`], [`matmul`], [`embedding_row`]: the ops, on [`Threads`].
+//! - [`matvec`], [`matmul`], [`embedding_row`]: the ops, on
+//!   [`Threads`](crate::threads::Threads).
 //!
 //! Results are deterministic: each output element is computed by one thread
 //! with one fixed sequence of operations, whatever the thread count and
@@ -36,17 +38,15 @@
 
 pub mod act;
 pub mod dot;
-mod error;
-mod features;
+pub(crate) mod error;
+pub(crate) mod features;
 mod matmul;
-mod threads;
 mod weight;
 
 pub use dot::Kernels;
 pub use error::CpuError;
 pub use features::SimdLevel;
 pub use matmul::{embedding_row, matmul, matvec};
-pub use threads::Threads;
 pub use weight::WeightView;
 
 mod argsort;

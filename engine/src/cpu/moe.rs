@@ -6,8 +6,8 @@
 use super::argsort::argsort_desc;
 use super::error::CpuError;
 use super::matmul::{matmul, matvec};
-use super::threads::Threads;
 use super::weight::WeightView;
+use crate::threads::Threads;
 
 /// Softmax of each `width`-element row of `x`, in place.
 pub fn softmax(x: &mut [f32], width: usize) {

@@ -22,6 +22,7 @@ pub use error::ModelError;
 pub use head::{HeadOut, HEAD_BLOCK};
 pub use hparams::{AttnKind, Hparams, LayerDesc, MoeParams};
 pub use load::TensorTable;
+pub use moe::ExpertRunner;
 pub use scratch::{MoeScratch, Scratch};
 pub use spec::{Arch, ArchSpec, Role};
 pub use step::{Cx, Step};

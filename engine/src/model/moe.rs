@@ -24,8 +24,9 @@ use crate::ops::{Act, BackendError, GluKind, Weight};
 pub struct MoeWeights {
     /// `[n_embd, n_expert]`
     router: Weight,
-    /// The expert matrices where the layer runs; `None` when the expert
-    /// slot cache of the layer holds them ([`crate::expert_cache`]).
+    /// The expert matrices where the layer runs; `None` when they stay on
+    /// the host behind the layer's [`ExpertRunner`] (an expert slot
+    /// cache).
     experts: Option<ExpertWeights>,
 }
 
@@ -57,7 +58,7 @@ impl MoeWeights {
 /// `out` the experts' outputs before weighting.
 #[derive(Clone, Copy, Debug)]
 pub struct Experts {
-    /// `None`: held by the layer's expert slot cache.
+    /// `None`: held by the layer's [`ExpertRunner`].
     pub w: Option<ExpertWeights>,
     pub n_expert: usize,
     pub kind: GluKind,
@@ -71,6 +72,18 @@ pub struct Experts {
     pub gate: Act,
     /// `[n, k · n_embd]`
     pub out: Act,
+}
+
+/// What computes the expert products of a layer whose experts are not
+/// (all) where the layer runs: the expert slot cache of `--moe-cache`,
+/// owned by the session and lent to the forward pass ([`super::Step`]).
+/// [`Cx::experts`] hands it the layer's [`Experts`] in place of
+/// [`experts`].
+pub trait ExpertRunner: Send {
+    /// The expert products of `e` into `e.out` (`[n, k · n_embd]`, before
+    /// weighting), tapping `ffn_moe_up`, `ffn_moe_gate`, the activation and
+    /// `ffn_moe_down` as [`experts`] does.
+    fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError>;
 }
 
 /// The expert products where the layer's experts live: up, gate, GLU,

@@ -1,5 +1,7 @@
 //! The per-device activation buffers of a forward pass, allocated once.
 
+use std::collections::HashMap;
+
 use crate::ops::{Act, BackendError};
 use crate::placement::Devices;
 
@@ -45,33 +47,59 @@ pub struct MoeScratch {
 }
 
 impl Scratch {
-    /// Allocates the buffers on device `dev`.
+    /// Every buffer's name and width (each is `[n_batch, width]`), in the
+    /// order [`Scratch::alloc`] allocates them: what a device needs to run
+    /// any layer of a model with `hp`, and what the setup's sizing counts.
+    pub fn widths(hp: &Hparams) -> Vec<(&'static str, usize)> {
+        let mut w = Vec::with_capacity(12);
+        if let Some(m) = hp.moe {
+            w.extend([
+                ("probs", m.n_expert),
+                ("ids", m.n_used),
+                ("weights", m.n_used),
+                ("experts", m.n_used * hp.n_embd),
+            ]);
+        }
+        w.extend([
+            ("xb", hp.n_embd),
+            ("q", hp.q_width()),
+            ("k", hp.k_width()),
+            ("v", hp.v_width()),
+            ("att", hp.attn_out_width()),
+            ("proj", hp.n_embd),
+            ("gate", hp.ffn_width()),
+            ("up", hp.ffn_width()),
+        ]);
+        w
+    }
+
+    /// Allocates the buffers of [`Scratch::widths`] on device `dev`.
     pub fn alloc(
         devices: &mut Devices,
         dev: usize,
         hp: &Hparams,
         n_batch: usize,
     ) -> Result<Scratch, BackendError> {
-        let mut a = |w: usize| devices.alloc(dev, n_batch, w);
-        let moe = match hp.moe {
-            None => None,
-            Some(m) => Some(MoeScratch {
-                probs: a(m.n_expert)?,
-                ids: a(m.n_used)?,
-                weights: a(m.n_used)?,
-                experts: a(m.n_used * hp.n_embd)?,
-            }),
-        };
+        let mut bufs = HashMap::new();
+        for (name, width) in Scratch::widths(hp) {
+            bufs.insert(name, devices.alloc(dev, n_batch, width)?);
+        }
+        let b = |name: &str| bufs[name];
         Ok(Scratch {
-            xb: a(hp.n_embd)?,
-            q: a(hp.q_width())?,
-            k: a(hp.k_width())?,
-            v: a(hp.v_width())?,
-            att: a(hp.attn_out_width())?,
-            proj: a(hp.n_embd)?,
-            gate: a(hp.ffn_width())?,
-            up: a(hp.ffn_width())?,
-            moe,
+            xb: b("xb"),
+            q: b("q"),
+            k: b("k"),
+            v: b("v"),
+            att: b("att"),
+            proj: b("proj"),
+            gate: b("gate"),
+            up: b("up"),
+            moe: hp.moe.map(|_| MoeScratch {
+                probs: b("probs"),
+                ids: b("ids"),
+                weights: b("weights"),
+                experts: b("experts"),
+            }),
         })
     }
 

@@ -4,9 +4,8 @@
 
 use std::ops::{Deref, DerefMut};
 
-use super::moe::{self, Experts};
+use super::moe::{self, ExpertRunner, Experts};
 use super::scratch::Scratch;
-use crate::expert_cache::LayerCache;
 use crate::ops::{Act, BackendError, Ops};
 use crate::placement::{Devices, Stage};
 use crate::trace::TraceSink;
@@ -19,20 +18,27 @@ pub struct Step<'a> {
     /// `[HEAD_BLOCK, n_vocab]` on the head's device.
     logits: Act,
     sink: Option<&'a mut dyn TraceSink>,
+    /// `experts[l]`: what runs layer `l`'s experts when they are not on
+    /// its device (an expert slot cache); empty when no layer has one.
+    experts: Vec<Option<&'a mut dyn ExpertRunner>>,
 }
 
 impl<'a> Step<'a> {
+    /// A pass over `devices` with their `scratch`, the head's `logits`
+    /// buffer, the trace `sink`, and the layers' lent `experts` runners.
     pub fn new(
         devices: &'a mut Devices,
         scratch: &'a [Option<Scratch>],
         logits: Act,
         sink: Option<&'a mut dyn TraceSink>,
+        experts: Vec<Option<&'a mut dyn ExpertRunner>>,
     ) -> Step<'a> {
         Step {
             devices,
             scratch,
             logits,
             sink,
+            experts,
         }
     }
 
@@ -63,16 +69,16 @@ impl<'a> Step<'a> {
 
     /// The ops of the device that runs `stage`, tapping under `stage`'s
     /// layer number (none for the embedding and the head), with the
-    /// layer's expert slot cache when it has one.
+    /// layer's [`ExpertRunner`] when it has one.
     pub fn at(&mut self, stage: Stage) -> Cx<'_, 'a> {
         let layer = match stage {
             Stage::Layer(l) => Some(l),
             Stage::Embed | Stage::Head => None,
         };
-        let (ops, cache) = self.devices.at_with_cache(stage);
+        let runner = layer.and_then(|l| self.experts.get_mut(l)?.as_deref_mut());
         Cx {
-            ops,
-            cache,
+            ops: self.devices.at(stage),
+            runner,
             sink: self.sink.as_deref_mut(),
             layer,
         }
@@ -82,25 +88,25 @@ impl<'a> Step<'a> {
 /// One stage's ops (through `Deref` to [`Ops`]) and its tap hook.
 pub struct Cx<'s, 'a> {
     ops: &'s mut dyn Ops,
-    /// The layer's expert slot cache (`--moe-cache`), if any.
-    cache: Option<&'s mut LayerCache>,
+    /// What runs the layer's experts when they are not here (an expert
+    /// slot cache, `--moe-cache`), if anything.
+    runner: Option<&'s mut (dyn ExpertRunner + 'a)>,
     sink: Option<&'s mut (dyn TraceSink + 'a)>,
     layer: Option<usize>,
 }
 
 impl Cx<'_, '_> {
     /// The expert products of a mixture-of-experts layer: on this device
-    /// ([`moe::experts`]), or, for a layer with an expert slot cache, the
-    /// cached experts here and the others on the host
-    /// ([`LayerCache::run`]). The one place a layer's experts may run on
-    /// two devices.
+    /// ([`moe::experts`]), or by the layer's [`ExpertRunner`] when it has
+    /// one (an expert slot cache: the cached experts here, the others on
+    /// the host). The one place a layer's experts may run on two devices.
     pub fn experts(&mut self, e: &Experts) -> Result<(), BackendError> {
-        match self.cache.take() {
+        match self.runner.take() {
             None => moe::experts(self, e),
-            Some(c) => {
-                let r = c.run(self, e);
-                self.cache = Some(c);
-                r
+            Some(r) => {
+                let out = r.run(self, e);
+                self.runner = Some(r);
+                out
             }
         }
     }

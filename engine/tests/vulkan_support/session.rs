@@ -6,16 +6,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::model::Model;
-use engine::placement::GpuRequest;
 use engine::session::{Outputs, Session, SessionConfig};
+use engine::setup::GpuRequest;
 
 use super::options;
 
-/// `gpu_layers` layers (-1: all) on the test device with validation, 2 CPU
+/// `gpu_layers` layers (-1: all, as `-g` takes it) on the test device with validation, 2 CPU
 /// threads, nothing else asked for (set other fields with `..request(n)`).
 pub fn request(gpu_layers: i64) -> GpuRequest {
     GpuRequest {
-        gpu_layers,
+        gpu_layers: gpu_layers.try_into().expect("-1, 0 or N"),
         threads: 2,
         vk: options(),
         ..GpuRequest::default()

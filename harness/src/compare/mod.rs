@@ -45,8 +45,8 @@ use std::sync::Arc;
 
 use engine::expert_cache::CacheSize;
 use engine::model::Model;
-use engine::placement::GpuRequest;
 use engine::session::{Session, SessionConfig};
+use engine::setup::{GpuLayers, GpuRequest};
 use engine::vulkan::VulkanOptions;
 use serde::Serialize;
 
@@ -80,14 +80,7 @@ impl Path {
         vk: &VulkanOptions,
     ) -> Result<Session, String> {
         let req = GpuRequest {
-            gpu_layers: match self {
-                Path::Cpu => 0,
-                Path::Gpu | Path::Cached { layers: None, .. } => -1,
-                Path::Hybrid(n)
-                | Path::Cached {
-                    layers: Some(n), ..
-                } => *n as i64,
-            },
+            gpu_layers: self.gpu_layers(),
             fixed_on: None,
             threads: cfg.threads,
             vk: vk.clone(),
@@ -100,6 +93,20 @@ impl Path {
         Session::on_devices(model, &req, cfg)
             .map(|(s, _)| s)
             .map_err(|e| e.to_string())
+    }
+
+    /// The layers this path puts on the GPU (`-g`): none for `cpu`, all
+    /// for `gpu` and `gpu+cache:M`, the first `N` for `hybrid:N` and
+    /// `hybrid:N+cache:M`.
+    pub fn gpu_layers(&self) -> GpuLayers {
+        match self {
+            Path::Cpu => GpuLayers::None,
+            Path::Gpu | Path::Cached { layers: None, .. } => GpuLayers::All,
+            Path::Hybrid(n)
+            | Path::Cached {
+                layers: Some(n), ..
+            } => GpuLayers::First(*n),
+        }
     }
 
     /// Whether this path runs anything on the GPU.
@@ -288,6 +295,13 @@ mod tests {
             assert!(bad.parse::<Path>().is_err(), "{bad}");
         }
         assert_eq!(Path::Hybrid(4).threshold_keys(), vec!["hybrid:4", "hybrid"]);
+        let g = |s: &str| s.parse::<Path>().unwrap().gpu_layers();
+        assert_eq!(g("cpu"), GpuLayers::None);
+        assert_eq!(g("gpu"), GpuLayers::All);
+        assert_eq!(g("gpu+cache:8"), GpuLayers::All);
+        assert_eq!(g("hybrid:0"), GpuLayers::First(0));
+        assert_eq!(g("hybrid:3"), GpuLayers::First(3));
+        assert_eq!(g("hybrid:2+cache:16"), GpuLayers::First(2));
         for s in ["gpu+cache:0", "hybrid:2+cache:16"] {
             assert_eq!(s.parse::<Path>().unwrap().to_string(), s);
         }

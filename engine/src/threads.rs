@@ -1,8 +1,11 @@
 //! [`Threads`]: the worker threads the CPU ops run on, and the kernel level
-//! they use.
+//! they use. Shared by whatever runs host work (the CPU backend, the expert
+//! cache's host products), so that [`crate::ops`] names no backend.
 
-use super::error::CpuError;
-use super::features::SimdLevel;
+// The two leaves of the CPU backend this needs (its error and kernel
+// level), named directly: neither depends on anything that uses this.
+use crate::cpu::error::CpuError;
+use crate::cpu::features::SimdLevel;
 
 /// A pool of worker threads, sized once by the caller (the `-t` option),
 /// and the SIMD level of the kernels the ops run (the best this CPU has,
