@@ -13,7 +13,7 @@
 pub const FAULTS: &[(&str, &str)] = &[
     (
         "rope-style",
-        "model/arch: the spec's RoPE pairing read swapped (NORM <-> NEOX)",
+        "model/forward: the spec's RoPE pairing read swapped (NORM <-> NEOX)",
     ),
     (
         "attn-scale",

@@ -1,6 +1,6 @@
 //! The narrow interface every backend implements.
 //!
-//! Model code (`model::arch::*`) is written once against [`Ops`] and never
+//! Model code (`model::forward`) is written once against [`Ops`] and never
 //! asks which backend it runs on. A backend owns its memory: activations
 //! ([`Act`]), weights ([`Weight`]) and KV caches ([`Kv`]) are opaque handles
 //! that only the backend that made them can resolve. Several backends can

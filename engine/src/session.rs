@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::expert_cache::{CacheBufs, LayerCache, LayerStats};
-use crate::model::arch::ArchWeights;
-use crate::model::{ExpertRunner, HeadOut, Hparams, Model, RoleMap, Scratch, Step, HEAD_BLOCK};
+use crate::model::{
+    ExpertRunner, HeadOut, Hparams, Model, ModelWeights, RoleMap, Scratch, Step, HEAD_BLOCK,
+};
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
 use crate::placement::{Devices, Stage};
 use crate::setup::{GpuRequest, Plan};
@@ -93,7 +94,7 @@ pub enum Outputs {
 pub struct Session {
     model: Arc<Model>,
     devices: Devices,
-    weights: ArchWeights,
+    weights: ModelWeights,
     /// One cache per layer, on the layer's device.
     kv: Vec<Kv>,
     /// `scratch[d]`: buffers of device `d` (`None` when `d` runs nothing).
@@ -155,7 +156,7 @@ impl Session {
             layers,
             host_experts,
         } = upload(&model, &mut devices)?;
-        let weights = ArchWeights::new(&model, &global, &layers);
+        let weights = ModelWeights::new(&model, &global, &layers);
 
         devices.alloc_hidden(n_batch, hp.n_embd)?;
         let mut scratch = vec![None; devices.n_devices()];

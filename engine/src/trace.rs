@@ -6,7 +6,7 @@
 //! harness can line ours up with a llama.cpp capture. Without a sink
 //! nothing is read back or copied.
 //!
-//! Names, in the order a layer emits them (see `model::arch::*` for where):
+//! Names, in the order a layer emits them (see `model::forward` for where):
 //!
 //! | name | llama | gemma3 | what |
 //! |---|---|---|---|

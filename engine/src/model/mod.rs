@@ -1,9 +1,9 @@
 //! Models: what a GGUF file describes ([`Model`], checked against its
-//! architecture's table in [`spec`]) and the forward passes over
-//! [`crate::ops::Ops`] ([`arch`]).
+//! architecture's table in [`spec`]) and the one forward pass over
+//! [`crate::ops::Ops`] that every architecture runs ([`forward`]).
 
-pub mod arch;
 mod error;
+pub mod forward;
 mod head;
 pub mod hparams;
 mod load;
@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crate::gguf::GgufFile;
 
 pub use error::ModelError;
+pub use forward::ModelWeights;
 pub use head::{HeadOut, HEAD_BLOCK};
 pub use hparams::{AttnKind, Hparams, LayerDesc, MoeParams};
 pub use load::TensorTable;

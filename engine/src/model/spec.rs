@@ -2,7 +2,7 @@
 //! reads, the tensors it needs (names, shapes), and the choices that differ
 //! between architectures (RoPE pairing, activation, norms, scales, sliding
 //! window). Loading ([`super::Model::load`]) checks a file against its
-//! table; the forward passes in [`super::arch`] rely on what it checked.
+//! table; the forward pass ([`super::forward`]) relies on what it checked.
 //!
 //! The rules are llama.cpp's (src/llama-model.cpp, src/models/*.cpp,
 //! src/llama-graph.cpp), stated where they are used.
@@ -197,6 +197,21 @@ pub enum MoeRule {
     Always { norm_weights: bool },
 }
 
+/// llama.cpp's names for the block's values that its graphs name
+/// differently per architecture, or not at all. A step only some
+/// architectures take has its one llama.cpp name in the block itself
+/// (`inp_scaled`, `Qcur_normed`, `attn_post_norm`, `ffn_post_norm`), and
+/// the gated activation is named by its kind (`ffn_swiglu`, `ffn_geglu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taps {
+    /// The attention's output projection, before any post-norm: llama's
+    /// `attn_out`; `None` where the graph names none (qwen3, gemma3).
+    pub attn_out: Option<&'static str>,
+    /// The residual stream after attention, the FFN's input: `ffn_inp`
+    /// (gemma3: `sa_out`).
+    pub ffn_inp: &'static str,
+}
+
 /// One architecture's table (copied into each [`super::Model`], where
 /// [`super::ModelOptions::spec_edit`] may change the copy).
 #[derive(Clone, Debug)]
@@ -218,6 +233,7 @@ pub struct ArchSpec {
     pub post_norms: bool,
     pub swa: SwaRule,
     pub moe: MoeRule,
+    pub taps: Taps,
 }
 
 const fn req(suffix: &'static str) -> Key {
@@ -429,6 +445,10 @@ pub static LLAMA: ArchSpec = ArchSpec {
     post_norms: false,
     swa: SwaRule::None,
     moe: MoeRule::WhenExpertCount { norm_weights: true },
+    taps: Taps {
+        attn_out: Some("attn_out"),
+        ffn_inp: "ffn_inp",
+    },
 };
 
 /// Per-head RMS norms of Q and K before RoPE.
@@ -506,6 +526,16 @@ pub static GEMMA3: ArchSpec = ArchSpec {
     post_norms: true,
     swa: SwaRule::Pattern { default_period: 6 },
     moe: MoeRule::None,
+    taps: Taps {
+        attn_out: None,
+        ffn_inp: "sa_out",
+    },
+};
+
+/// llama.cpp's qwen3 and qwen3moe graphs name no `attn_out`.
+const QWEN3_TAPS: Taps = Taps {
+    attn_out: None,
+    ffn_inp: "ffn_inp",
 };
 
 /// Qwen 3 (dense): llama's block with per-head RMS QK-norm before NEOX
@@ -525,6 +555,7 @@ pub static QWEN3: ArchSpec = ArchSpec {
     post_norms: false,
     swa: SwaRule::None,
     moe: MoeRule::None,
+    taps: QWEN3_TAPS,
 };
 
 const QWEN3MOE_TENSORS: [TensorSpec; 18] = concat(QK_NORMED_TENSORS, MOE_TENSORS);
@@ -553,6 +584,7 @@ pub static QWEN3MOE: ArchSpec = ArchSpec {
     post_norms: false,
     swa: SwaRule::None,
     moe: MoeRule::Always { norm_weights: true },
+    taps: QWEN3_TAPS,
 };
 
 /// Every supported architecture.
@@ -603,5 +635,17 @@ mod tests {
             assert_eq!(has_moe, spec.moe != MoeRule::None, "{}", spec.name);
         }
         assert!(lookup("qwen2").is_none());
+    }
+
+    /// The names llama.cpp's graphs give the attention output and the
+    /// residual after it (src/models/llama.cpp, qwen3.cpp, qwen3moe.cpp,
+    /// gemma3.cpp); the reference captures are keyed by them.
+    #[test]
+    fn tap_names_are_llama_cpps() {
+        let taps = |s: &ArchSpec| (s.taps.attn_out, s.taps.ffn_inp);
+        assert_eq!(taps(&LLAMA), (Some("attn_out"), "ffn_inp"));
+        assert_eq!(taps(&QWEN3), (None, "ffn_inp"));
+        assert_eq!(taps(&QWEN3MOE), (None, "ffn_inp"));
+        assert_eq!(taps(&GEMMA3), (None, "sa_out"));
     }
 }
