@@ -1,6 +1,8 @@
-// Push-constant blocks, one struct per op family. Each is mirrored field for
-// field by a #[repr(C)] struct in engine/src/vulkan/push.rs; build.rs reflects the
-// block size from the SPIR-V and a Rust test checks the two agree.
+// The push-constant block of the binary elementwise ops (the other op
+// families' blocks: elementwise.glsl, weights.glsl, attention.glsl, moe.glsl).
+// Mirrored field for field by the #[repr(C)] BinaryPush in
+// engine/src/vulkan/push.rs; build.rs reflects the block size from the SPIR-V
+// and a compile-time assert there checks the two agree.
 // Use in a shader as:  layout(push_constant) uniform Push { BinaryPush p; };
 #ifndef SHARPI_PUSH_GLSL
 #define SHARPI_PUSH_GLSL
