@@ -10,7 +10,7 @@ use crate::model::{
 };
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
 use crate::placement::{Devices, Stage};
-use crate::setup::{GpuRequest, Plan};
+use crate::setup::{open_devices, GpuRequest, Plan};
 use crate::threads::Threads;
 use crate::trace::TraceSink;
 
@@ -129,7 +129,7 @@ impl Session {
         cfg: &SessionConfig,
     ) -> Result<(Session, Plan), SessionError> {
         let (n_ctx, n_batch) = cfg.shape(model.hparams())?;
-        let (devices, plan) = Devices::for_model(&model, req, n_ctx, n_batch, cfg.kv_type)?;
+        let (devices, plan) = open_devices(&model, req, n_ctx, n_batch, cfg.kv_type)?;
         Ok((Session::with_devices(model, devices, cfg)?, plan))
     }
 

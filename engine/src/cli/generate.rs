@@ -34,9 +34,10 @@ pub enum KvTypeArg {
     F16,
 }
 
-impl From<KvTypeArg> for KvType {
-    fn from(k: KvTypeArg) -> KvType {
-        match k {
+impl KvTypeArg {
+    /// The cache type this flag value names.
+    pub fn kv_type(self) -> KvType {
+        match self {
             KvTypeArg::F32 => KvType::F32,
             KvTypeArg::F16 => KvType::F16,
         }
@@ -221,7 +222,7 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     super::load::check_context(&loaded.model, args.ctx_size, "-c")?;
     let cfg = SessionConfig {
         n_ctx: args.ctx_size,
-        kv_type: args.kv_type.into(),
+        kv_type: args.kv_type.kv_type(),
         threads: args.threads.unwrap_or(0),
         ..SessionConfig::default()
     };

@@ -13,7 +13,7 @@
 //! This is the runtime, below the model code: it knows backends and stages,
 //! not models. Which table a model gets, and what each device will hold,
 //! is decided above the model code, in [`crate::setup`]
-//! (`Devices::for_model`). The model code is the same in every case.
+//! (`setup::open_devices`). The model code is the same in every case.
 //!
 //! - `table.rs`: [`Side`], [`Stage`], [`Placement`].
 //! - `devices.rs`: [`Devices`] and [`Devices::handoff`].

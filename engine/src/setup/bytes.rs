@@ -1,5 +1,5 @@
 //! What a model needs on each device: weights by placement, KV caches,
-//! scratch ([`ModelBytes`], [`Placement::budget`]), counted before anything
+//! scratch ([`ModelBytes`], [`ModelBytes::budget`]), counted before anything
 //! is loaded.
 
 use std::collections::HashSet;
@@ -30,7 +30,7 @@ impl DeviceBytes {
 pub const BUFFER_SLACK: u64 = 256 + 4;
 
 /// What a model needs, stage by stage, for a session of `n_ctx` positions
-/// and `n_batch` rows: the input of [`Placement::budget`].
+/// and `n_batch` rows: the input of [`ModelBytes::budget`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ModelBytes {
     /// Tensors (name, bytes) of the embedding, the head (a tied head names
@@ -149,11 +149,12 @@ pub fn expert_bytes(model: &Model) -> u64 {
     })
 }
 
-impl Placement {
-    /// What each device (index) holds under this table; devices it does
-    /// not use get zeros.
-    pub fn budget(&self, m: &ModelBytes) -> Vec<DeviceBytes> {
-        let n_dev = self.devices_used().last().map_or(0, |&d| d + 1);
+impl ModelBytes {
+    /// What each device (index) holds under `table`; devices it does not
+    /// use get zeros.
+    pub fn budget(&self, table: &Placement) -> Vec<DeviceBytes> {
+        let m = self;
+        let n_dev = table.devices_used().last().map_or(0, |&d| d + 1);
         let mut out = vec![DeviceBytes::default(); n_dev];
         // A tensor needed twice on one device (a tied head) is held once.
         let mut seen: HashSet<(usize, &str)> = HashSet::new();
@@ -161,12 +162,12 @@ impl Placement {
             Some(g) if d == Side::Gpu as usize => &g[l],
             _ => &m.layers[l],
         };
-        let layers = self
+        let layers = table
             .layers
             .iter()
             .enumerate()
             .map(|(l, &d)| (d, on_gpu(d, l)));
-        let stages = [(self.embed, &m.embed), (self.head, &m.head)]
+        let stages = [(table.embed, &m.embed), (table.head, &m.head)]
             .into_iter()
             .chain(layers);
         for (d, tensors) in stages {
@@ -176,16 +177,16 @@ impl Placement {
                 }
             }
         }
-        for &d in &self.layers {
+        for &d in &table.layers {
             out[d].kv += m.kv_per_layer;
         }
-        for d in self.devices_used() {
+        for d in table.devices_used() {
             out[d].scratch += m.scratch;
         }
-        if m.gpu_layers.is_some() && self.layers.contains(&(Side::Gpu as usize)) {
+        if m.gpu_layers.is_some() && table.layers.contains(&(Side::Gpu as usize)) {
             out[Side::Gpu as usize].scratch += m.gpu_scratch;
         }
-        out[self.head].scratch += m.logits;
+        out[table.head].scratch += m.logits;
         out
     }
 }
@@ -222,17 +223,17 @@ pub(super) mod tests {
             scratch,
         };
         // CPU only: the tied embedding once.
-        let b = Placement::gpu_split(3, 0, None).budget(&m);
+        let b = m.budget(&Placement::gpu_split(3, 0, None));
         assert_eq!(b, vec![db(1310, 21, 8)]);
         // -g 1: the GPU holds the embedding and layer 0, the CPU the rest
         // and the head, which needs the embedding table again.
-        let b = Placement::gpu_split(3, 1, None).budget(&m);
+        let b = m.budget(&Placement::gpu_split(3, 1, None));
         assert_eq!(b, vec![db(200 + 10 + 1000, 14, 8), db(1000 + 100, 7, 5)]);
         // --fixed-on cpu: the GPU holds layers only.
-        let b = Placement::gpu_split(3, 2, Some(Side::Cpu)).budget(&m);
+        let b = m.budget(&Placement::gpu_split(3, 2, Some(Side::Cpu)));
         assert_eq!(b, vec![db(1110, 7, 8), db(200, 14, 5)]);
         // Everything on the GPU.
-        let b = Placement::gpu_split(3, 3, None).budget(&m);
+        let b = m.budget(&Placement::gpu_split(3, 3, None));
         assert_eq!(b[1], db(1310, 21, 8));
         assert_eq!(b[1].total(), 1339);
         assert_eq!(b[0], DeviceBytes::default());
@@ -260,10 +261,10 @@ pub(super) mod tests {
                 .collect(),
         );
         m.gpu_scratch = 4;
-        let b = Placement::gpu_split(3, 1, None).budget(&m);
+        let b = m.budget(&Placement::gpu_split(3, 1, None));
         assert_eq!(b, vec![db(200 + 10 + 1000, 14, 8), db(1000 + 70, 7, 5 + 4)]);
         // No GPU layer: no slots, no cache buffers.
-        let b = Placement::gpu_split(3, 0, Some(Side::Gpu)).budget(&m);
+        let b = m.budget(&Placement::gpu_split(3, 0, Some(Side::Gpu)));
         assert_eq!(b[1], db(1010, 0, 8));
         assert_eq!(largest_fit(&m, 3, None, 1010 + 210 + 21 + 12), Some(3));
     }

@@ -7,7 +7,7 @@ use crate::placement::{Placement, Side};
 /// The bytes the GPU holds under `-g n --fixed-on fixed` (0 when it runs
 /// nothing).
 fn gpu_part(m: &ModelBytes, n: usize, fixed: Option<Side>) -> u64 {
-    let b = Placement::gpu_split(m.layers.len(), n, fixed).budget(m);
+    let b = m.budget(&Placement::gpu_split(m.layers.len(), n, fixed));
     b.get(Side::Gpu as usize).map_or(0, DeviceBytes::total)
 }
 

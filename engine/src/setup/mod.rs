@@ -1,12 +1,12 @@
 //! Setting a model up on its devices, above the model code: what `-g`,
 //! `--fixed-on` and `--moe-cache` ask for ([`GpuRequest`], [`GpuLayers`]),
-//! what each device will hold ([`ModelBytes`], [`Placement::budget`]:
+//! what each device will hold ([`ModelBytes`], [`ModelBytes::budget`]:
 //! weights by placement, KV caches, scratch), how many layers fit
 //! ([`largest_fit`], [`auto_fit`] for `-g auto`), and the backends and
-//! table that result ([`Devices::for_model`], with the [`Plan`] that says
+//! table that result ([`open_devices`], with the [`Plan`] that says
 //! which device runs what and how many bytes it holds).
 //!
-//! [`Devices::for_model`] builds the table from `-g` and `--fixed-on`
+//! [`open_devices`] builds the table from `-g` and `--fixed-on`
 //! ([`Placement::gpu_split`]): layers `0..N` on the Vulkan device (all of
 //! them for -1; for `auto`, the most whose GPU part fits), the rest on the
 //! CPU, the embedding and the output head where `--fixed-on` says (by
@@ -21,10 +21,10 @@
 //!
 //! - `request.rs`: [`GpuLayers`], [`GpuRequest`].
 //! - `bytes.rs`: [`DeviceBytes`], [`ModelBytes`], [`expert_bytes`],
-//!   [`Placement::budget`].
+//!   [`ModelBytes::budget`].
 //! - `fit.rs`: [`largest_fit`], [`auto_fit`].
 //! - `plan.rs`: [`Plan`] and how it prints.
-//! - `open.rs`: [`Devices::for_model`].
+//! - `open.rs`: [`open_devices`].
 
 mod bytes;
 mod fit;
@@ -34,6 +34,7 @@ mod request;
 
 pub use bytes::{expert_bytes, DeviceBytes, ModelBytes, BUFFER_SLACK};
 pub use fit::{auto_fit, largest_fit};
+pub use open::open_devices;
 pub use plan::{AutoFit, Plan};
 pub use request::{GpuLayers, GpuRequest};
 
