@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use super::logits::LogitsResult;
 use super::routing::Routing;
-use super::taps::{OurTap, TapsResult};
+use super::sink::OurTap;
+use super::taps::TapsResult;
 use super::thresholds::Limits;
 use super::Path;
 use crate::reference::arrays::TopKTable;

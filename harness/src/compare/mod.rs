@@ -10,7 +10,9 @@
 //!   `parse_special` off and on) and the chat-template renders, exact.
 //! - [`taps`]: every intermediate tensor we emit against llama.cpp's graph
 //!   tensor of the same meaning (NMSE, max abs, cosine); the first one in
-//!   graph order over its limit is the first divergence.
+//!   graph order over its limit is the first divergence ([`sink`] keeps
+//!   what the engine emits; [`routing`] leaves out positions after a
+//!   routing near-tie).
 //! - [`logits`]: NMSE of the last position's logits; KL divergence and
 //!   top-1 agreement at every prompt position.
 //! - [`greedy`]: our own greedy continuation against the captured one,
@@ -35,6 +37,7 @@ pub mod routing;
 pub mod run;
 #[cfg(test)]
 mod sample;
+pub mod sink;
 pub mod taps;
 pub mod thresholds;
 pub mod tokens;

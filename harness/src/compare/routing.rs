@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use super::taps::OurTap;
+use super::sink::OurTap;
 
 /// Two router probabilities of the reference closer than this (relative to
 /// the larger) are a near-tie; so are two whose gap is within our own

@@ -1,0 +1,340 @@
+//! One model: its file checked, the checks that need no forward pass, and
+//! every prompt on every path (one session per path).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use engine::chat::ChatTemplate;
+use engine::gguf::GgufFile;
+use engine::model::{spec, Model, ModelError};
+use engine::ops::KvType;
+use engine::session::{Session, SessionConfig};
+use engine::tokenizer::Tokenizer;
+use engine::vulkan::VulkanOptions;
+
+use super::engine_checks::{cross_check, engine_checks};
+use super::text_checks::{chat_template, corpus_check, eog_check, prompt_tokens, render_check};
+use super::Options;
+use crate::compare::cross::PathOutputs;
+use crate::compare::report::{ModelReport, PromptReport};
+use crate::compare::thresholds::Limits;
+use crate::compare::tokens::PromptTokens;
+use crate::compare::{Failure, Path};
+use crate::reference::format::{Manifest, ManifestModel, PromptCapture};
+use crate::reference::writer::sha256_file;
+use crate::reference::{ModelRef, PromptData, ReferenceData};
+
+pub(super) fn run_model(
+    opts: &Options,
+    data: &ReferenceData,
+    entry: &ManifestModel,
+) -> ModelReport {
+    let start = Instant::now();
+    let explicit = opts.models.contains(&entry.id);
+    let mut r = ModelReport::new(entry);
+    let skip = |r: &mut ModelReport, why: String| {
+        if explicit {
+            r.failures.push(Failure::new("model", why));
+        } else {
+            r.skipped = Some(why);
+        }
+    };
+    let Some(model_ref) = data.model(&entry.id) else {
+        skip(&mut r, "not captured".into());
+        return r;
+    };
+
+    let gguf = match open_as_captured(opts, entry) {
+        Ok(g) => g,
+        Err(e) => {
+            r.failures.push(Failure::new("model", e));
+            return r;
+        }
+    };
+
+    // Tokenizer and chat template: they need no forward pass, so they are
+    // compared for every model, whatever its architecture.
+    let tok = match Tokenizer::from_gguf(&gguf) {
+        Ok(t) => t,
+        Err(e) => {
+            r.failures
+                .push(Failure::new("tokenizer", format!("cannot build it: {e}")));
+            return r;
+        }
+    };
+    eog_check(model_ref, &tok, &mut r);
+    let template = chat_template(model_ref, &gguf, &tok, &mut r);
+    if opts.corpus {
+        corpus_check(opts, model_ref, &tok, &mut r);
+        if let Some(t) = &template {
+            render_check(opts, model_ref, &gguf, t, &mut r);
+        }
+    }
+
+    if spec::lookup(&entry.architecture).is_none() {
+        skip(
+            &mut r,
+            format!("architecture {} not implemented", entry.architecture),
+        );
+        r.seconds = start.elapsed().as_secs_f64();
+        return r;
+    }
+    let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
+        Ok(m) => Arc::new(m),
+        // A feature the engine refuses by name (experts, say) is skipped
+        // as an architecture it lacks is.
+        Err(e @ ModelError::Unsupported { .. }) => {
+            skip(&mut r, format!("{}: {e}", entry.file));
+            r.seconds = start.elapsed().as_secs_f64();
+            return r;
+        }
+        Err(e) => {
+            r.failures
+                .push(Failure::new("model", format!("{}: {e}", entry.file)));
+            return r;
+        }
+    };
+
+    // One session per path for all the prompts (reset between them): the
+    // context fits the longest prompt and its greedy steps.
+    let n_ctx = model_ref
+        .prompts()
+        .map(|p| p.n_tokens + opts.greedy_steps.min(64) + 1)
+        .max()
+        .unwrap_or(1);
+    r.paths = opts.paths.for_layers(model.hparams().n_layer);
+    let ctx = ModelCtx {
+        paths: r.paths.clone(),
+        opts,
+        manifest: data.manifest(),
+        model_ref,
+        model,
+        tok,
+        template,
+        n_ctx,
+        sessions: RefCell::new(HashMap::new()),
+    };
+    for prompt in model_ref.prompts() {
+        if opts.prompts.is_empty() || opts.prompts.contains(&prompt.id) {
+            r.prompts.extend(ctx.run_prompt_paths(prompt));
+        }
+    }
+    r.seconds = start.elapsed().as_secs_f64();
+    r
+}
+
+/// The model file at `entry.file`, checked to be the file llama.cpp ran.
+fn open_as_captured(opts: &Options, entry: &ManifestModel) -> Result<Arc<GgufFile>, String> {
+    let file = opts.repo.join(&entry.file);
+    if !file.is_file() {
+        return Err(format!(
+            "{} is missing: run scripts/fetch-models and scripts/make-models",
+            file.display()
+        ));
+    }
+    let sha = sha256_file(&file).map_err(|e| e.to_string())?;
+    if sha != entry.sha256 {
+        return Err(format!(
+            "{}: SHA-256 {sha}, captured from {}",
+            file.display(),
+            entry.sha256
+        ));
+    }
+    GgufFile::open(&file)
+        .map(Arc::new)
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// What every prompt of one model needs.
+struct ModelCtx<'a> {
+    opts: &'a Options,
+    /// This model's paths (`--paths all` depends on its layer count).
+    paths: Vec<Path>,
+    manifest: &'a Manifest,
+    model_ref: ModelRef<'a>,
+    model: Arc<Model>,
+    tok: Tokenizer,
+    template: Option<ChatTemplate>,
+    /// Context of every session.
+    n_ctx: usize,
+    /// The session of each path, made on first use (or why it could not be).
+    sessions: RefCell<HashMap<Path, Result<Session, String>>>,
+}
+
+impl ModelCtx<'_> {
+    /// Runs `f` on `path`'s session, reset to position 0.
+    fn with_session<T>(
+        &self,
+        path: Path,
+        f: impl FnOnce(&mut Session) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut sessions = self.sessions.borrow_mut();
+        let s = sessions.entry(path).or_insert_with(|| {
+            let cfg = SessionConfig {
+                n_ctx: self.n_ctx,
+                n_batch: self.opts.chunk.clamp(1, self.n_ctx),
+                kv_type: KvType::F32,
+                threads: self.opts.threads,
+            };
+            let vk = VulkanOptions {
+                device: self.opts.device.clone(),
+                validation: self.opts.validation,
+            };
+            path.session(Arc::clone(&self.model), &cfg, &vk)
+        });
+        match s {
+            Ok(session) => {
+                session.reset();
+                f(session)
+            }
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// One prompt: its tokens once, then the engine on each path.
+    fn run_prompt_paths(&self, prompt: &PromptCapture) -> Vec<PromptReport> {
+        let opts = self.opts;
+        let data = self
+            .model_ref
+            .load_prompt(&prompt.id)
+            .map_err(|e| e.to_string());
+        let tokens = data.as_ref().map_err(Clone::clone).and_then(|d| {
+            prompt_tokens(
+                opts,
+                self.manifest,
+                prompt,
+                d,
+                &self.tok,
+                self.template.as_ref(),
+            )
+        });
+        let mut out = Vec::new();
+        let mut baseline: Option<PathOutputs> = None;
+        for &path in &self.paths {
+            let (p, outputs) = self.run_prompt(&data, prompt, path, &tokens, baseline.as_ref());
+            if baseline.is_none() {
+                baseline = outputs;
+            }
+            if opts.progress {
+                eprintln!(
+                    "[compare] {} {} {}: {} in {:.1} s",
+                    p.model,
+                    p.prompt,
+                    path,
+                    if p.passed() { "pass" } else { "FAIL" },
+                    p.seconds
+                );
+            }
+            out.push(p);
+        }
+        out
+    }
+}
+
+/// Limits that pass everything: the measurements of a model without
+/// thresholds are still reported (that is how a new model is calibrated).
+fn unlimited() -> Limits {
+    Limits {
+        logits_nmse: f64::INFINITY,
+        kld_mean: f64::INFINITY,
+        kld_max: f64::INFINITY,
+        top1_min: 0.0,
+        near_tie: f64::INFINITY,
+        taps: [("default".to_string(), f64::INFINITY)].into(),
+        taps_layer0: Default::default(),
+    }
+}
+
+impl ModelCtx<'_> {
+    /// One prompt on one path: its tokens, then the engine on the captured
+    /// ids (and against `baseline`, the first path's outputs, if any).
+    fn run_prompt(
+        &self,
+        data: &Result<PromptData, String>,
+        prompt: &PromptCapture,
+        path: Path,
+        tokens: &Result<PromptTokens, String>,
+        baseline: Option<&PathOutputs>,
+    ) -> (PromptReport, Option<PathOutputs>) {
+        let opts = self.opts;
+        let model_id = self.model_ref.id();
+        let start = Instant::now();
+        let mut r = PromptReport::new(model_id, &prompt.id, path, prompt.n_tokens);
+        match tokens {
+            Ok(t) => {
+                if let Some(d) = &t.detail {
+                    r.failures.push(Failure::new("tokens", d.clone()));
+                }
+                r.tokens = Some(t.clone());
+            }
+            Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
+        }
+        let limits = self.limits(model_id, &path.to_string(), path, &mut r);
+        let cross_limits = baseline.map(|b| {
+            let found = opts.thresholds.cross_limits(model_id, path, b.path);
+            self.found_or_unlimited(found, model_id, &format!("{path}-vs-{}", b.path), &mut r)
+        });
+        let checked = data.as_ref().map_err(Clone::clone).and_then(|d| {
+            self.with_session(path, |session| {
+                let before = session.devices().validation_messages().len();
+                let outputs = engine_checks(opts, session, d, prompt, &limits, &mut r, baseline)?;
+                if path.uses_gpu() && opts.validation {
+                    let msgs = session.devices().validation_messages();
+                    let new = &msgs[before.min(msgs.len())..];
+                    r.validation_messages = Some(new.len());
+                    if let Some(first) = new.first() {
+                        r.failures.push(Failure::new(
+                            "validation",
+                            format!("{} validation message(s); first: {first}", new.len()),
+                        ));
+                    }
+                }
+                Ok(outputs)
+            })
+        });
+        let outputs = match checked {
+            Ok(o) => Some(o),
+            Err(e) => {
+                r.failures.push(Failure::new("engine", e));
+                None
+            }
+        };
+        let outputs = outputs.map(|(o, per_position)| {
+            if let (Some(base), Some(l)) = (baseline, &cross_limits) {
+                r.vs = Some(cross_check(base, &o, per_position, l, &mut r));
+            }
+            o
+        });
+        r.seconds = start.elapsed().as_secs_f64();
+        (r, outputs)
+    }
+
+    /// The limits of `path`; unlimited with a failure when the thresholds
+    /// file has none.
+    fn limits(&self, model_id: &str, key: &str, path: Path, r: &mut PromptReport) -> Limits {
+        let found = self.opts.thresholds.limits(model_id, path);
+        self.found_or_unlimited(found, model_id, key, r)
+    }
+
+    /// `found`, or unlimited with a failure naming `key`.
+    fn found_or_unlimited(
+        &self,
+        found: Option<&Limits>,
+        model_id: &str,
+        key: &str,
+        r: &mut PromptReport,
+    ) -> Limits {
+        found.cloned().unwrap_or_else(|| {
+            r.failures.push(Failure::new(
+                "thresholds",
+                format!(
+                    "no limits for [{model_id}.{key}] in {}: measured, not judged",
+                    self.opts.thresholds.source
+                ),
+            ));
+            unlimited()
+        })
+    }
+}
