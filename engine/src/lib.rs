@@ -15,6 +15,7 @@ pub mod quantize;
 pub mod sampler;
 pub mod session;
 pub mod setup;
+pub mod simd;
 pub mod synth;
 pub mod threads;
 pub mod tokenizer;

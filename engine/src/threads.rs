@@ -2,10 +2,16 @@
 //! they use. Shared by whatever runs host work (the CPU backend, the expert
 //! cache's host products), so that [`crate::ops`] names no backend.
 
-// The two leaves of the CPU backend this needs (its error and kernel
-// level), named directly: neither depends on anything that uses this.
-use crate::cpu::error::CpuError;
-use crate::cpu::features::SimdLevel;
+use crate::simd::SimdLevel;
+
+/// Why a pool could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadsError {
+    #[error("this CPU cannot run the {0} kernels")]
+    SimdUnsupported(SimdLevel),
+    #[error("cannot start {threads} worker threads: {reason}")]
+    ThreadPool { threads: usize, reason: String },
+}
 
 /// A pool of worker threads, sized once by the caller (the `-t` option),
 /// and the SIMD level of the kernels the ops run (the best this CPU has,
@@ -26,21 +32,21 @@ impl std::fmt::Debug for Threads {
 
 impl Threads {
     /// `n` worker threads (at least 1) running the best kernels this CPU has.
-    pub fn new(n: usize) -> Result<Threads, CpuError> {
+    pub fn new(n: usize) -> Result<Threads, ThreadsError> {
         Threads::with_simd(n, SimdLevel::detected())
     }
 
     /// `n` worker threads running the kernels of `simd`, refused when this
     /// CPU cannot run them.
-    pub fn with_simd(n: usize, simd: SimdLevel) -> Result<Threads, CpuError> {
+    pub fn with_simd(n: usize, simd: SimdLevel) -> Result<Threads, ThreadsError> {
         if !simd.is_supported() {
-            return Err(CpuError::SimdUnsupported(simd));
+            return Err(ThreadsError::SimdUnsupported(simd));
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .thread_name(|i| format!("sharpi-cpu-{i}"))
             .build()
-            .map_err(|e| CpuError::ThreadPool {
+            .map_err(|e| ThreadsError::ThreadPool {
                 threads: n,
                 reason: e.to_string(),
             })?;

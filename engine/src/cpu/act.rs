@@ -22,7 +22,7 @@ use crate::ggml_type::GgmlType;
 use crate::quant::{self, BlockQ8_0, BlockQ8_1, BlockQ8_K};
 
 use super::error::CpuError;
-use super::features::SimdLevel;
+use crate::simd::SimdLevel;
 
 /// The format activations take to meet weights of type `w`, or `None` when
 /// `w` has no CPU dot product here.

@@ -3,7 +3,8 @@
 
 use crate::ggml_type::GgmlType;
 
-use super::features::SimdLevel;
+use crate::simd::SimdLevel;
+use crate::threads::ThreadsError;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CpuError {
@@ -47,6 +48,6 @@ pub enum CpuError {
     RowOutOfRange { row: usize, rows: usize },
     #[error("this CPU cannot run the {0} kernels")]
     SimdUnsupported(SimdLevel),
-    #[error("cannot start {threads} worker threads: {reason}")]
-    ThreadPool { threads: usize, reason: String },
+    #[error(transparent)]
+    Threads(#[from] ThreadsError),
 }

@@ -39,13 +39,12 @@
 pub mod act;
 pub mod dot;
 pub(crate) mod error;
-pub(crate) mod features;
 mod matmul;
 mod weight;
 
+pub use crate::simd::SimdLevel;
 pub use dot::Kernels;
 pub use error::CpuError;
-pub use features::SimdLevel;
 pub use matmul::{embedding_row, matmul, matvec};
 pub use weight::WeightView;
 

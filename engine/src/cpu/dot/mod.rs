@@ -31,7 +31,7 @@ use crate::ggml_type::{weight_index, GgmlType, WEIGHT_TYPES};
 
 use super::act::vec_dot_type;
 use super::error::CpuError;
-use super::features::SimdLevel;
+use crate::simd::SimdLevel;
 
 /// `x` and `y` as pairs of `XB`- and `YB`-byte blocks.
 ///

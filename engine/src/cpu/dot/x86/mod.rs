@@ -25,7 +25,7 @@ use std::arch::x86_64::*;
 use crate::ggml_type::{weight_index, GgmlType, WEIGHT_TYPES};
 
 use super::{DotFn, Kernels, Tile, TileFn};
-use crate::cpu::features::SimdLevel;
+use crate::simd::SimdLevel;
 
 /// How the integer dot products are formed.
 pub(super) trait IntOps {
