@@ -460,57 +460,37 @@ fn chat_prompt_starts_with_one_bos() {
 
 #[test]
 fn the_gpu_path_says_paris_with_zero_validation_messages() {
+    let m = path(SMOLLM2);
+    // Greedy continuation of the prompt: `n` tokens with `extra` flags.
+    let paris = |n: &str, extra: &[&str]| {
+        let mut a = vec![
+            "-m",
+            m.as_str(),
+            "-p",
+            "The capital of France is",
+            "--raw",
+            "--temp",
+            "0",
+            "-n",
+            n,
+        ];
+        a.extend_from_slice(extra);
+        let o = sharpi(&a);
+        assert!(
+            stdout(&o).starts_with(" Paris"),
+            "{extra:?}: {:?}",
+            stdout(&o)
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
     // -g -1: embedding, every layer and the head on the Vulkan device
     // (lavapipe without a GPU), with the validation layer on.
-    let o = sharpi(&[
-        "-m",
-        &path(SMOLLM2),
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        "4",
-        "-g",
-        "-1",
-        "--validate",
-    ]);
-    let text = stdout(&o);
-    assert!(text.starts_with(" Paris"), "{text:?}");
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = paris("4", &["-g", "-1", "--validate"]);
     assert!(err.contains("validation: 0 messages"), "{err}");
     // Hybrid: the first 10 layers on the GPU, the rest on the CPU.
-    let o = sharpi(&[
-        "-m",
-        &path(SMOLLM2),
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        "4",
-        "-g",
-        "10",
-    ]);
-    assert!(stdout(&o).starts_with(" Paris"), "{:?}", stdout(&o));
+    paris("4", &["-g", "10"]);
     // -g auto: as many layers as fit (all 30 here), the choice in the plan.
-    let o = sharpi(&[
-        "-m",
-        &path(SMOLLM2),
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        "1",
-        "-g",
-        "auto",
-    ]);
-    assert!(stdout(&o).starts_with(" Paris"), "{:?}", stdout(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = paris("1", &["-g", "auto"]);
     assert!(
         err.contains("plan: -g auto: 30 of 30 layers fit in "),
         "{err}"
