@@ -7,7 +7,10 @@
 // TOKENS activation rows, walking the rows' blocks once: each unit of 8
 // weights is dequantized once and used for all TOKENS activation rows, each
 // activation vec4 is read once for the ROWS weight rows, and the sums stay
-// in registers. Sums are taken per block (8 values, then the units of a block)
+// in registers. A block's activations are loaded once per subgroup, one vec4
+// per lane, and shuffled to the lanes (on a CPU implementation every lane's
+// load of a varying address is a scalar load of its own: this cut decode by
+// 3x on lavapipe). Sums are taken per block (8 values, then the units of a block)
 // before they are added to the row's total, which keeps the f32 rounding
 // below that of one long running sum.
 //
@@ -23,6 +26,9 @@
 // z is an expert of the chunk, y a window of TOKENS of the pairs routed to
 // it (each invocation scans the ids for them, in pair order), stepping by
 // the y count until the expert's pairs run out.
+
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #include "weights.glsl"
 #include "index.glsl"
@@ -46,7 +52,27 @@ layout(push_constant) uniform Push { WeightPush p; IdPush q; };
 layout(push_constant) uniform Push { WeightPush p; };
 #endif
 
+// Prefill on the 32-element block types: each weight row's block is read
+// once, word by word, into wc (at most 10 words: Q8_0's 34 bytes from a
+// 2-byte offset), and dequantized from there (blocks.glsl reads through
+// WORD), instead of a few loads per unit of 8 values.
+#if TOKENS > 1 && (defined(WEIGHT_Q4_0) || defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1) || defined(WEIGHT_Q8_0))
+#define WORD_CACHE 1
+#define WC 10u
+uint wc[WC];
+uint wc0; // the buffer word wc[0] holds
+#define WORD(i) wc[(i) - wc0]
+#endif
+
 #include "blocks.glsl"
+
+// Lanes of a subgroup that share a block's activations (the host uses these
+// kernels only where the subgroup size is a multiple of this: KernelLayout::
+// cpu_supported) and the vec4s of a block each lane holds.
+#define SG 8u
+#ifndef FLOAT_WEIGHTS
+#define XV ((BLOCK_ELEMS / 4u + SG - 1u) / SG)
+#endif
 
 // Elements of a float row summed before they join the row's total.
 #define FLOAT_SPAN 32u
@@ -103,10 +129,63 @@ void product(uint row0, uint wb, uint n_t) {
             }
         }
     }
-#else
+#elif defined(WORD_CACHE)
+    // 32-element blocks: the block's 8 vec4s of activations per token
+    // (one load per lane, then shuffles), and each row's block words once.
     uint n_blocks = p.n_in / BLOCK_ELEMS;
+    uint lane = gl_SubgroupInvocationID % SG;
     for (uint blk = 0u; blk < n_blocks; blk++) {
         uint xb = blk * BLOCK_ELEMS;
+        vec4 xs[TOKENS * 8u];
+        for (uint t = 0u; t < TOKENS; t++) {
+            vec4 xl = X4[((xo[t] + xb) >> 2) + lane];
+            for (uint c = 0u; c < 8u; c++) {
+                xs[t * 8u + c] = subgroupShuffle(xl, c);
+            }
+        }
+        for (uint r = 0u; r < ROWS; r++) {
+            uint bb = rbs[r] + blk * BLOCK_BYTES;
+            wc0 = bb >> 2;
+            // Only the words the block touches: never past the buffer.
+            uint nw = ((bb & 3u) + BLOCK_BYTES + 3u) >> 2;
+            for (uint k = 0u; k < WC; k++) {
+                if (k < nw) {
+                    wc[k] = W[wc0 + k];
+                }
+            }
+            float part[TOKENS];
+            for (uint t = 0u; t < TOKENS; t++) {
+                part[t] = 0.0;
+            }
+            for (uint u = 0u; u < UNITS; u++) {
+                vec4 lo, hi;
+                uint elo, ehi;
+                dequant_unit(bb, u, lo, hi, elo, ehi);
+                for (uint t = 0u; t < TOKENS; t++) {
+                    part[t] += dot(lo, xs[t * 8u + (elo >> 2)]) + dot(hi, xs[t * 8u + (ehi >> 2)]);
+                }
+            }
+            for (uint t = 0u; t < TOKENS; t++) {
+                acc[r * TOKENS + t] += part[t];
+            }
+        }
+    }
+#else
+    uint n_blocks = p.n_in / BLOCK_ELEMS;
+    // Lanes past SG (subgroups of 16, 32, ...) load again what lane
+    // `lane % SG` loads; the shuffles read lanes 0..SG only.
+    uint lane = gl_SubgroupInvocationID % SG;
+    for (uint blk = 0u; blk < n_blocks; blk++) {
+        uint xb = blk * BLOCK_ELEMS;
+        // The block's activations, spread over the subgroup: lane l holds
+        // vec4s l, l + SG, ... of each token's block (one load per lane
+        // instead of one per unit and lane); units take theirs by shuffle.
+        vec4 xl[TOKENS * XV];
+        for (uint t = 0u; t < TOKENS; t++) {
+            for (uint k = 0u; k < XV; k++) {
+                xl[t * XV + k] = X4[((xo[t] + xb) >> 2) + k * SG + lane];
+            }
+        }
         float part[ROWS * TOKENS];
         for (uint j = 0u; j < ROWS * TOKENS; j++) {
             part[j] = 0.0;
@@ -154,10 +233,10 @@ void product(uint row0, uint wb, uint n_t) {
                 // Block types: rows are whole blocks (multiples of 32
                 // elements) and views start at whole rows, so a and b are
                 // multiples of 4.
-                uint a = xo[t] + xb + elo;
-                uint b = xo[t] + xb + ehi;
-                vec4 x0 = X4[a >> 2];
-                vec4 x1 = X4[b >> 2];
+                uint a = elo >> 2;
+                uint b = ehi >> 2;
+                vec4 x0 = subgroupShuffle(xl[t * XV + a / SG], a % SG);
+                vec4 x1 = subgroupShuffle(xl[t * XV + b / SG], b % SG);
                 for (uint r = 0u; r < ROWS; r++) {
                     part[r * TOKENS + t] += dot(lo[r], x0) + dot(hi[r], x1);
                 }
@@ -193,9 +272,8 @@ void main() {
 #else
     uint row0 = gl_GlobalInvocationID.x * ROWS;
 #endif
-    if (row0 >= p.rows) {
-        return; // no barrier anywhere: a partial workgroup may leave
-    }
+    // Invocations past the last row stay (their subgroup's shuffles need
+    // every lane): they read the last row again and write nothing.
 #if defined(MATMUL_ID) && TOKENS == 1
     uint s = gl_WorkGroupID.z;
     float id = IDS[q.ids_offset + s];

@@ -27,6 +27,12 @@ pub const ONCE: &[Once] = &[
     ("rms_norm_w", "rms_norm.comp", &[("HAS_WEIGHT", "1")]),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
+    ("attention_cpu_f32", "attention_cpu.comp", &[]),
+    (
+        "attention_cpu_f16",
+        "attention_cpu.comp",
+        &[("KV_F16", "1")],
+    ),
 ];
 
 /// An op compiled once per weight type: variant `{name}_{type}` of `source`

@@ -95,12 +95,21 @@ fn view(p: &mut Pair, seed: u64, rows: usize, width: usize) -> (Both, Vec<f32>) 
 
 /// Runs every step on both backends; returns the worst NMSE seen.
 fn run_case(c: &Case, seed: u64) -> f64 {
+    run_case_on(c, seed, 0).expect("the device's own layout")
+}
+
+/// [`run_case`] with the GPU backend's kernel layout `which` of
+/// [`Pair::layouts`] (0: the device's own, 1: the other one); None when
+/// the device cannot run it.
+fn run_case_on(c: &Case, seed: u64, which: usize) -> Option<f64> {
     let ap = c.params();
     let (kw, vw) = (c.n_kv_head * c.head_dim_k, c.n_kv_head * c.head_dim_v);
     let (qw, ow) = (c.n_head * c.head_dim_k, c.n_head * c.head_dim_v);
     let total: usize = c.steps.iter().sum();
     let n_ctx = total + c.spare;
     let mut p = Pair::new();
+    let layout = *p.layouts().get(which)?;
+    assert!(p.gpu.set_kernel_layout(layout));
     let kv_cpu = p.cpu.alloc_kv(n_ctx, kw, vw, c.ty).unwrap();
     let kv_gpu = p.gpu.alloc_kv(n_ctx, kw, vw, c.ty).unwrap();
     let (mut all_k, mut all_v) = (Vec::new(), Vec::new());
@@ -144,7 +153,7 @@ fn run_case(c: &Case, seed: u64) -> f64 {
         );
     }
     p.finish(&format!("{c:?}"));
-    worst
+    Some(worst)
 }
 
 fn case_strategy() -> impl Strategy<Value = Case> {
@@ -244,8 +253,13 @@ fn model_shapes() {
     .iter()
     .enumerate()
     {
-        let worst = run_case(c, 7000 + i as u64);
-        eprintln!("NMSE {worst:.2e} {c:?}");
+        // Both kernel layouts: attention_cpu.comp (prefill rows) and
+        // attention.comp, whichever the device does not pick itself.
+        for which in 0..2 {
+            if let Some(worst) = run_case_on(c, 7000 + i as u64, which) {
+                eprintln!("NMSE {worst:.2e} layout {which} {c:?}");
+            }
+        }
     }
 }
 

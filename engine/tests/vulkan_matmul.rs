@@ -114,7 +114,7 @@ const CASES: [u32; 2] = [10, 3];
 fn matmul_type(ty: GgmlType) {
     let mut p = Pair::new();
     for (layout, cases) in p.layouts().into_iter().zip(CASES) {
-        p.gpu.set_kernel_layout(layout);
+        assert!(p.gpu.set_kernel_layout(layout));
         p = matmul_type_in(p, ty, layout, cases);
     }
     p.finish(&format!("matmul {}", ty.name()));
@@ -201,7 +201,7 @@ fn tiny_outputs_within_the_f32_bound() {
     // only the per-element bound of `check_matmul` is asserted.
     let mut p = Pair::new();
     for layout in p.layouts() {
-        p.gpu.set_kernel_layout(layout);
+        assert!(p.gpu.set_kernel_layout(layout));
         for (i, &ty) in TYPES.iter().enumerate() {
             let n_in = if ty.block_elems() == 1 {
                 45
@@ -255,7 +255,7 @@ fn chunked_weights() {
         let chunks = p.gpu.weight(wg).chunks.len();
         assert_eq!(chunks, 7, "{src:?}");
         for layout in p.layouts() {
-            p.gpu.set_kernel_layout(layout);
+            assert!(p.gpu.set_kernel_layout(layout));
             // 5 and 11 rows: full and partial groups of matmul_cpu's tokens
             // (4 per invocation); 7-row chunks: partial groups of its 8 rows.
             for rows in [1, 5, 11] {
@@ -289,7 +289,7 @@ fn matvec_spills_workgroups_into_y() {
     let x = p.act(1, n_in, &xv);
     let want = reference(&deq, n_in, &xv).0;
     for layout in p.layouts() {
-        p.gpu.set_kernel_layout(layout);
+        assert!(p.gpu.set_kernel_layout(layout));
         let out = p.zeros(1, n_out);
         p.cpu.matmul(wc, x.cpu, out.cpu);
         p.gpu.matmul(wg, x.gpu, out.gpu);

@@ -364,7 +364,7 @@ fn matmul_id_type(ty: GgmlType) {
     let (src, deq) = experts(ty, n_in, n_out, n_expert, 7);
     let (mut worst_cpu, mut worst_f64) = (0.0f64, 0.0f64);
     for layout in p.layouts() {
-        p.gpu.set_kernel_layout(layout);
+        assert!(p.gpu.set_kernel_layout(layout));
         for (i, &(rows, k)) in [(1, 4), (1, 1), (5, 2), (64, 4)].iter().enumerate() {
             let ids = routed(30 + i as u64, rows, n_expert, k);
             for per_slot in [false, true] {
@@ -413,7 +413,7 @@ fn matmul_id_one_expert_for_every_pair() {
     let (src, deq) = experts(GgmlType::Q8_0, n_in, n_out, n_expert, 9);
     let ids = vec![3.0; 40 * k];
     for layout in p.layouts() {
-        p.gpu.set_kernel_layout(layout);
+        assert!(p.gpu.set_kernel_layout(layout));
         for per_slot in [false, true] {
             let (vc, vf) = check_matmul_id(
                 &mut p,
@@ -454,7 +454,7 @@ fn matmul_id_chunked_on_expert_boundaries() {
             "{src:?}: {chunks:?}"
         );
         for layout in p.layouts() {
-            p.gpu.set_kernel_layout(layout);
+            assert!(p.gpu.set_kernel_layout(layout));
             for (rows, k) in [(1, 3), (20, 3)] {
                 let ids = routed(50, rows, n_expert, k);
                 for per_slot in [false, true] {

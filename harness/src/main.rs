@@ -20,7 +20,7 @@ enum Command {
     /// Run sharpi on every captured model and prompt and compare tokens,
     /// per-layer tensors, logits, KL divergence and greedy continuations
     /// with llama.cpp's capture. Exits 1 on any violation of the limits.
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Capture llama.cpp's outputs for every model and prompt into
     /// reference-data/ (needs a build with `--features llama-cpp`).
     Capture(CaptureArgs),
@@ -30,6 +30,21 @@ enum Command {
     /// expected check (tap faults: at their expected layer and tap).
     #[cfg(feature = "fault-injection")]
     Mutants(MutantsArgs),
+    /// Join the reports of the shards of one run (`compare --shard K/N`)
+    /// into one report, JSON, JUnit and HTML, with one verdict. Refuses
+    /// shards of different commits, reference data, limits or options, and
+    /// a shard missing or twice. Exits 1 when a check failed.
+    Merge(MergeArgs),
+    /// Write the wall time of every item of REPORT.json... as a costs file
+    /// (what `compare --costs` balances shards and estimates the ETA with).
+    Costs {
+        /// Reports written by `compare --json` (or `merge --json`).
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// The costs file to write.
+        #[arg(long, default_value = "ci/compare-costs.json")]
+        out: PathBuf,
+    },
     /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
     /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
     Manifest {
@@ -92,10 +107,44 @@ struct CompareArgs {
     /// when the layer is installed; any message it reports is a failure).
     #[arg(long)]
     no_validation: bool,
+    /// Run only slice K of N of the items (model x prompt x path, and each
+    /// model's text checks), balanced by the measured costs of --costs:
+    /// N jobs with K = 1..N run every item once; `harness merge` joins
+    /// their reports.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    /// Only a representative selection, picked by measured cost: every
+    /// model's text checks and fault-prone prompts (long, chat,
+    /// multilingual) on the CPU, every model's cheapest item of each path
+    /// kind (gpu, hybrid, expert cache), and each fault-prone prompt on the
+    /// GPU once (`scripts/run` without --full).
+    #[arg(long)]
+    quick: bool,
+    /// Measured seconds per item (`harness costs` writes it), relative to
+    /// --repo: the shard balance and the ETA. Items it lacks are
+    /// estimated from those it has.
+    #[arg(long, default_value = "ci/compare-costs.json")]
+    costs: PathBuf,
     /// Inject this engine fault (see `harness mutants`) for the run.
     #[cfg(feature = "fault-injection")]
     #[arg(long, value_name = "FAULT")]
     inject: Option<String>,
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// The shards' reports (`compare --shard K/N --json FILE`).
+    #[arg(required = true)]
+    reports: Vec<PathBuf>,
+    /// Write the merged report as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write JUnit XML.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write the HTML report.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -147,16 +196,105 @@ struct CaptureArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Compare(args) => compare(args),
+        Command::Compare(args) => compare(*args),
         #[cfg(feature = "fault-injection")]
         Command::Mutants(args) => mutants(args),
         Command::Capture(args) => capture(args),
+        Command::Merge(args) => merge(args),
+        Command::Costs { reports, out } => costs(&reports, &out),
         Command::Manifest { dir } => manifest(&dir),
     }
 }
 
+/// Reads `compare --json` reports.
+fn read_reports(files: &[PathBuf]) -> Result<Vec<harness::compare::Report>, String> {
+    files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            harness::compare::Report::from_json(&text).map_err(|e| format!("{}: {e}", f.display()))
+        })
+        .collect()
+}
+
+/// Writes the report's table to stdout and its JSON, JUnit and HTML where
+/// asked; the exit code is its verdict (2: a file could not be written).
+fn publish(
+    report: &harness::compare::Report,
+    json: &Option<PathBuf>,
+    junit: &Option<PathBuf>,
+    html: &Option<PathBuf>,
+    tool: &str,
+) -> ExitCode {
+    use harness::compare::{self, Report};
+    print!("{}", report.table());
+    let outputs = [
+        (json, "report", Report::to_json as fn(&Report) -> String),
+        (junit, "JUnit XML", compare::junit::to_junit),
+        (html, "HTML report", compare::html::to_html),
+    ];
+    for (path, what, render) in outputs {
+        let Some(path) = path else { continue };
+        if let Err(e) = std::fs::write(path, render(report)) {
+            eprintln!("{tool}: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        eprintln!("{tool}: {what} written to {}", path.display());
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn merge(args: MergeArgs) -> ExitCode {
+    let merged = read_reports(&args.reports).and_then(harness::compare::merge::merge);
+    match merged {
+        Ok(r) => publish(&r, &args.json, &args.junit, &args.html, "harness merge"),
+        Err(e) => {
+            eprintln!("harness merge: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn costs(reports: &[PathBuf], out: &std::path::Path) -> ExitCode {
+    use harness::compare::matrix::Costs;
+    let reports = match read_reports(reports) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness costs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut c = Costs::default();
+    for r in &reports {
+        for (k, s) in r.item_seconds() {
+            // Rounded to 0.1 s: the file changes only when a cost does.
+            c.seconds.insert(k, (s * 10.0).round() / 10.0);
+        }
+    }
+    let json = serde_json::to_string_pretty(&c).expect("serializes") + "\n";
+    match std::fs::write(out, json) {
+        Ok(()) => {
+            eprintln!(
+                "harness costs: {} items, {:.0} s in all, written to {}",
+                c.seconds.len(),
+                c.seconds.values().sum::<f64>(),
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("harness costs: {}: {e}", out.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn compare(args: CompareArgs) -> ExitCode {
-    use harness::compare::{self, Options, Report, Thresholds};
+    use harness::compare::{self, Options, Thresholds};
     let thresholds = match Thresholds::load(&args.repo.join(&args.thresholds)) {
         Ok(t) => t,
         Err(e) => {
@@ -184,6 +322,26 @@ fn compare(args: CompareArgs) -> ExitCode {
         opts.device = d.parse().expect("infallible");
     }
     opts.validation &= !args.no_validation;
+    opts.quick = args.quick;
+    if let Some(s) = &args.shard {
+        match s.parse() {
+            Ok(s) => opts.shard = Some(s),
+            Err(e) => {
+                eprintln!("harness compare: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let costs = args.repo.join(&args.costs);
+    if costs.is_file() {
+        match harness::compare::matrix::Costs::load(&costs) {
+            Ok(c) => opts.costs = c,
+            Err(e) => {
+                eprintln!("harness compare: --costs: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     #[cfg(feature = "fault-injection")]
     let report = harness::mutants::compare_with(&opts, args.inject.as_deref());
     #[cfg(not(feature = "fault-injection"))]
@@ -195,29 +353,16 @@ fn compare(args: CompareArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    print!("{}", report.table());
-    let outputs = [
-        (
-            &args.json,
-            "report",
-            Report::to_json as fn(&Report) -> String,
-        ),
-        (&args.junit, "JUnit XML", compare::junit::to_junit),
-        (&args.html, "HTML report", compare::html::to_html),
-    ];
-    for (path, what, render) in outputs {
-        let Some(path) = path else { continue };
-        if let Err(e) = std::fs::write(path, render(&report)) {
-            eprintln!("harness compare: {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-        eprintln!("harness compare: {what} written to {}", path.display());
+    if let Some(table) = engine::vulkan::profile::report() {
+        eprintln!("harness compare: device time per shader (SHARPI_VK_PROFILE)\n{table}");
     }
-    if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    publish(
+        &report,
+        &args.json,
+        &args.junit,
+        &args.html,
+        "harness compare",
+    )
 }
 
 #[cfg(feature = "fault-injection")]

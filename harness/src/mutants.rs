@@ -413,7 +413,7 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
     let failures = report.failures();
     let mut checks: Vec<String> = Vec::new();
     for (_, f) in &failures {
-        if !checks.iter().any(|c| c == f.check) {
+        if !checks.contains(&f.check) {
             checks.push(f.check.to_string());
         }
     }
@@ -441,7 +441,7 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
     if taps.is_empty() {
         // Not a tap: where the first failure of each check was.
         for c in &checks {
-            if let Some((at, _)) = failures.iter().find(|(_, f)| f.check == c) {
+            if let Some((at, _)) = failures.iter().find(|(_, f)| f.check == *c) {
                 taps.push(format!("{c} at {}", short(at)));
             }
         }

@@ -183,7 +183,7 @@ fn unsupported_architectures_are_skipped_unless_named() {
     assert!(!report.passed());
     let f = &report.models[0].failures[0];
     assert_eq!(
-        (f.check, f.detail.as_str()),
+        (f.check.as_str(), f.detail.as_str()),
         ("model", "architecture qwen2 not implemented")
     );
     std::fs::remove_dir_all(&o.reference_dir).unwrap();

@@ -17,7 +17,8 @@ struct KvWritePush {
     uint e1;
 };
 
-// attention.comp: one workgroup per (head h = x, row t = y).
+// attention.comp: one workgroup per (head h = x, row t = y);
+// attention_cpu.comp: one invocation per (row t = x, head h = y).
 // q [T, n_head * head_dim_k] from q_offset, out [T, n_head * head_dim_v] from
 // out_offset (elements); K cache [n_ctx, k_width], V cache [n_ctx, v_width].
 // window 0 = none; softcap 0 = none.
@@ -34,6 +35,7 @@ struct AttnPush {
     uint window;
     float scale;
     float softcap;
+    uint n_rows;     // T
 };
 
 #endif

@@ -24,25 +24,31 @@
 #ifndef SHARPI_BLOCKS_GLSL
 #define SHARPI_BLOCKS_GLSL
 
+// Word i of the weight buffer. An includer may define WORD first to read
+// from words it holds (matmul_cpu.comp caches a block's words per row).
+#ifndef WORD
+#define WORD(i) W[i]
+#endif
+
 // Byte b of the buffer.
 uint rd_u8(uint b) {
-    return (W[b >> 2] >> ((b & 3u) * 8u)) & 0xffu;
+    return (WORD(b >> 2) >> ((b & 3u) * 8u)) & 0xffu;
 }
 
 // The little-endian u16 at even byte b.
 uint rd_u16(uint b) {
-    return (W[b >> 2] >> ((b & 2u) * 8u)) & 0xffffu;
+    return (WORD(b >> 2) >> ((b & 2u) * 8u)) & 0xffffu;
 }
 
 // The little-endian u32 at any byte b (the second word is only read when b is
 // unaligned, so never past the padded end of the buffer).
 uint rd_u32(uint b) {
     uint s = (b & 3u) * 8u;
-    uint w0 = W[b >> 2];
+    uint w0 = WORD(b >> 2);
     if (s == 0u) {
         return w0;
     }
-    return (w0 >> s) | (W[(b >> 2) + 1u] << (32u - s));
+    return (w0 >> s) | (WORD((b >> 2) + 1u) << (32u - s));
 }
 
 // IEEE half bits to f32, exact for every value (subnormals included, which
@@ -75,7 +81,7 @@ uvec4 bytes4(uint q) {
 #if defined(WEIGHT_F32)
 #define FLOAT_WEIGHTS 1
 float weight_elem(uint row_byte, uint i) {
-    return uintBitsToFloat(W[(row_byte >> 2) + i]);
+    return uintBitsToFloat(WORD((row_byte >> 2) + i));
 }
 
 #elif defined(WEIGHT_F16)
@@ -118,7 +124,7 @@ void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out u
 void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out uint ehi) {
     float d = rd_f16(bb);
     float m = rd_f16(bb + 2u);
-    uvec4 b = bytes4(W[(bb >> 2) + 1u + u]);
+    uvec4 b = bytes4(WORD((bb >> 2) + 1u + u));
     precise vec4 l = vec4(b & 0xfu) * d + m;
     precise vec4 h = vec4(b >> 4) * d + m;
     lo = l;
@@ -158,8 +164,8 @@ void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out u
 void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out uint ehi) {
     float d = rd_f16(bb);
     float m = rd_f16(bb + 2u);
-    uint qh = W[(bb >> 2) + 1u];
-    uvec4 b = bytes4(W[(bb >> 2) + 2u + u]);
+    uint qh = WORD((bb >> 2) + 1u);
+    uvec4 b = bytes4(WORD((bb >> 2) + 2u + u));
     uvec4 j = uvec4(0u, 1u, 2u, 3u) + 4u * u;
     uvec4 h0 = ((uvec4(qh) >> j) & 1u) << 4;
     uvec4 h1 = ((uvec4(qh) >> (j + 16u)) & 1u) << 4;
@@ -208,7 +214,7 @@ void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out u
     uint k0 = 4u * (u & 3u);
     float d = rd_f16(bb + 80u);
     float dmin = rd_f16(bb + 82u);
-    uint q = W[(bb >> 2) + 4u + 8u * h + 4u * s + (u & 3u)];
+    uint q = WORD((bb >> 2) + 4u + 8u * h + 4u * s + (u & 3u));
     uint is = 8u * h + 2u * j + s;
     uint sc0 = rd_u8(bb + is);
     uint sc1 = rd_u8(bb + is + 2u);
@@ -292,21 +298,21 @@ void dequant_unit(uint bb, uint u, out vec4 lo, out vec4 hi, out uint elo, out u
     uint c = u >> 3;
     uint l0 = 4u * (u & 7u);
     uint w = bb >> 2; // both block sizes are multiples of 4 bytes
-    uint dd = W[w];
+    uint dd = WORD(w);
     float d = half_bits(dd & 0xffffu);
     float dmin = half_bits(dd >> 16);
-    uvec3 s = uvec3(W[w + 1u], W[w + 2u], W[w + 3u]);
+    uvec3 s = uvec3(WORD(w + 1u), WORD(w + 2u), WORD(w + 3u));
     uvec2 sm0 = scale_min_k4(s, 2u * c);
     uvec2 sm1 = scale_min_k4(s, 2u * c + 1u);
     float d1 = d * float(sm0.x);
     float m1 = dmin * float(sm0.y);
     float d2 = d * float(sm1.x);
     float m2 = dmin * float(sm1.y);
-    uvec4 b = bytes4(W[(bb + QS_AT + 32u * c + l0) >> 2]);
+    uvec4 b = bytes4(WORD((bb + QS_AT + 32u * c + l0) >> 2));
     uvec4 q0 = b & 15u;
     uvec4 q1 = b >> 4;
 #if defined(WEIGHT_Q5_K)
-    uvec4 qh = bytes4(W[(bb + 16u + l0) >> 2]);
+    uvec4 qh = bytes4(WORD((bb + 16u + l0) >> 2));
     q0 |= ((qh >> (2u * c)) & 1u) << 4;
     q1 |= ((qh >> (2u * c + 1u)) & 1u) << 4;
 #endif

@@ -87,7 +87,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return cli::exit_for_parse_error(e, "sharpi"),
     };
-    match run(cli) {
+    let result = run(cli);
+    if let Some(table) = engine::vulkan::profile::report() {
+        eprintln!("sharpi: device time per shader (SHARPI_VK_PROFILE)\n{table}");
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`sharpi inspect m | head`) is not an error.
         Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

@@ -106,7 +106,20 @@ impl Context {
         };
         // SAFETY: `physical` belongs to this live instance.
         let memory = unsafe { instance.raw.get_physical_device_memory_properties(physical) };
-        let limits = DeviceLimits::new(&props, &memory);
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        // SAFETY: `physical` belongs to this live instance (Vulkan 1.1+,
+        // checked above); the chain is one struct that outlives the call.
+        unsafe {
+            instance
+                .raw
+                .get_physical_device_properties2(physical, &mut props2)
+        };
+        let mut limits = DeviceLimits::new(&props, &subgroup, &memory);
+        // No timestamps on this queue: nothing to profile with.
+        if families[queue_family as usize].timestamp_valid_bits == 0 {
+            limits.timestamp_period = 0.0;
+        }
         Ok(Self {
             shared: Arc::new(Shared {
                 pipelines: shaders::ALL.iter().map(|_| OnceLock::new()).collect(),

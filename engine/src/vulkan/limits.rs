@@ -13,12 +13,22 @@ pub struct DeviceLimits {
     /// weights, KV caches and activations).
     pub device_local_bytes: u64,
     pub min_storage_buffer_offset_alignment: u64,
+    /// Nanoseconds per timestamp tick (`timestampPeriod`).
+    pub timestamp_period: f32,
+    /// Invocations per subgroup (`subgroupSize`).
+    pub subgroup_size: u32,
+    /// Whether compute shaders have subgroup shuffles
+    /// (`VK_SUBGROUP_FEATURE_SHUFFLE_BIT` in the compute stage).
+    pub subgroup_shuffle: bool,
+    /// Whether compute shaders have subgroup arithmetic (min, max, add).
+    pub subgroup_arithmetic: bool,
 }
 
 impl DeviceLimits {
     /// The limits of a device with properties `props` and memory `memory`.
     pub(crate) fn new(
         props: &vk::PhysicalDeviceProperties,
+        subgroup: &vk::PhysicalDeviceSubgroupProperties,
         memory: &vk::PhysicalDeviceMemoryProperties,
     ) -> DeviceLimits {
         let device_local_bytes = memory.memory_heaps[..memory.memory_heap_count as usize]
@@ -33,6 +43,20 @@ impl DeviceLimits {
             max_storage_buffer_range: l.max_storage_buffer_range,
             device_local_bytes,
             min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
+            timestamp_period: l.timestamp_period,
+            subgroup_size: subgroup.subgroup_size,
+            subgroup_shuffle: subgroup
+                .supported_stages
+                .contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup
+                    .supported_operations
+                    .contains(vk::SubgroupFeatureFlags::SHUFFLE),
+            subgroup_arithmetic: subgroup
+                .supported_stages
+                .contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup
+                    .supported_operations
+                    .contains(vk::SubgroupFeatureFlags::ARITHMETIC),
         }
     }
 }

@@ -42,6 +42,7 @@ mod instance;
 mod limits;
 mod memory;
 mod pipeline;
+pub mod profile;
 pub mod push;
 pub mod shaders;
 mod submit;

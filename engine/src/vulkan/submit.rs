@@ -20,6 +20,7 @@ use super::descriptors::DescriptorArena;
 use super::error::{VkCall, VkError, VkResult};
 use super::memory::{Buffer, BufferKind};
 use super::pipeline::Pipeline;
+use super::profile::Timestamps;
 use super::push::PushConstants;
 
 /// A set of places memory is accessed from, for [`Submission::barrier`].
@@ -125,6 +126,8 @@ pub struct Submission<'a> {
     /// Shared buffers recorded since the last reset, kept until the fence has
     /// signalled.
     kept: Vec<Arc<Buffer>>,
+    /// Per-dispatch timestamps when profiling ([`profile`](super::profile)).
+    timestamps: Option<Timestamps>,
     /// Borrowed buffers recorded here must outlive the submission.
     _buffers: PhantomData<&'a Buffer>,
 }
@@ -147,8 +150,10 @@ impl Context {
             descriptors: DescriptorArena::default(),
             state: State::Complete,
             kept: Vec::new(),
+            timestamps: None,
             _buffers: PhantomData,
         };
+        sub.timestamps = Timestamps::new(device, self.shared.limits.timestamp_period)?;
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
             .level(vk::CommandBufferLevel::PRIMARY)
@@ -176,6 +181,9 @@ impl<'a> Submission<'a> {
         // reset after the fence signalled) and only this submission records into it.
         unsafe { self.device().begin_command_buffer(self.cmd, &info) }
             .call("vkBeginCommandBuffer")?;
+        if let Some(t) = self.timestamps.as_mut() {
+            t.begin(&self.ctx.shared.device, self.cmd);
+        }
         self.state = State::Recording;
         Ok(())
     }
@@ -421,6 +429,9 @@ impl<'a> Submission<'a> {
             }
             device.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
         }
+        if let Some(t) = self.timestamps.as_mut() {
+            t.after(device, self.cmd, shader.name);
+        }
         for b in buffers {
             self.keep(b);
         }
@@ -463,6 +474,9 @@ impl<'a> Submission<'a> {
             unsafe { self.device().wait_for_fences(&[self.fence], true, u64::MAX) }
                 .call("vkWaitForFences")?;
             self.state = State::Complete;
+            if let Some(t) = self.timestamps.as_mut() {
+                t.collect(&self.ctx.shared.device)?;
+            }
         }
         Ok(())
     }
@@ -479,6 +493,9 @@ impl<'a> Submission<'a> {
             // SAFETY: the fence is live.
             if unsafe { self.device().get_fence_status(self.fence) }.call("vkGetFenceStatus")? {
                 self.state = State::Complete;
+                if let Some(t) = self.timestamps.as_mut() {
+                    t.collect(&self.ctx.shared.device)?;
+                }
             }
         }
         Ok(self.state == State::Complete)
@@ -515,6 +532,9 @@ impl Drop for Submission<'_> {
         }
         let device = &self.ctx.shared.device;
         self.descriptors.destroy(device);
+        if let Some(t) = self.timestamps.as_mut() {
+            t.destroy(device);
+        }
         // SAFETY: no work is pending (waited above), so the fence, the command
         // buffer (freed with its pool) and the pool are unused; each is destroyed
         // once; null handles (creation failed half-way) are ignored by Vulkan.

@@ -87,12 +87,18 @@ impl Pair {
         (c, g)
     }
 
-    /// The device's own kernel layout first, then the other one.
-    pub fn layouts(&self) -> [KernelLayout; 2] {
-        match self.gpu.kernel_layout() {
-            KernelLayout::Gpu => [KernelLayout::Gpu, KernelLayout::Cpu],
-            KernelLayout::Cpu => [KernelLayout::Cpu, KernelLayout::Gpu],
+    /// The device's own kernel layout first, then the other one where the
+    /// device can run it.
+    pub fn layouts(&self) -> Vec<KernelLayout> {
+        let other = match self.gpu.kernel_layout() {
+            KernelLayout::Gpu => KernelLayout::Cpu,
+            KernelLayout::Cpu => KernelLayout::Gpu,
+        };
+        let mut v = vec![self.gpu.kernel_layout()];
+        if other == KernelLayout::Gpu || KernelLayout::cpu_supported(self.gpu.context().limits()) {
+            v.push(other);
         }
+        v
     }
 
     /// Sentinels intact and no validation message.

@@ -7,7 +7,7 @@
 //! KLD then uses the same top-64 + tail-bucket estimate as against
 //! llama.cpp) and its whole last-position logits.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::logits::LogitsResult;
 use super::routing::Routing;
@@ -33,7 +33,7 @@ pub struct PathOutputs {
 }
 
 /// Another path against the reference path, on one prompt.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CrossResult {
     /// The reference path.
     pub against: Path,

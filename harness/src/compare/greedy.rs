@@ -9,13 +9,13 @@
 //! margin when ours was its runner-up) is under the `near_tie` limit. Our
 //! token must be in llama.cpp's top-64 at that step to be a near-tie.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::metrics;
 use crate::reference::TopKRow;
 
 /// How a continuation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Every compared token agrees.
@@ -27,7 +27,7 @@ pub enum Outcome {
 }
 
 /// Where our continuation left llama.cpp's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Mismatch {
     pub step: usize,
     pub ours: u32,
@@ -75,7 +75,7 @@ pub fn judge(
 }
 
 /// A greedy continuation compared.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GreedyResult {
     /// Tokens llama.cpp produced (fewer than 32 when it ended).
     pub reference_len: usize,

@@ -57,11 +57,12 @@ fn details<'a>(failures: &'a [Failure], check: &str) -> Vec<&'a str> {
 }
 
 /// The checks of `failures` outside `known`, in order, once each.
-fn other_checks(failures: &[Failure], known: &[&str]) -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = Vec::new();
+fn other_checks<'a>(failures: &'a [Failure], known: &[&str]) -> Vec<&'a str> {
+    let mut out: Vec<&'a str> = Vec::new();
     for f in failures {
-        if !known.contains(&f.check) && !out.contains(&f.check) {
-            out.push(f.check);
+        let c = f.check.as_str();
+        if !known.contains(&c) && !out.contains(&c) {
+            out.push(c);
         }
     }
     out

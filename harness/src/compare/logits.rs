@@ -1,16 +1,17 @@
 //! Logits: the last prompt position's whole vector, and at every prompt
 //! position the next-token distribution against the captured top-64.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::metrics::{self, Summary, TopK};
 use crate::reference::TopKRow;
 
 /// What one prompt position gives.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PositionStat {
     /// KL(llama.cpp ‖ ours) over llama.cpp's top-64 and a tail bucket
     /// ([`metrics::kld_top_k`]).
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub kld: f64,
     /// Whether our most likely token is llama.cpp's.
     pub top1: bool,
@@ -58,11 +59,14 @@ pub fn position(reference: TopKRow<'_>, ours: &[f32]) -> PositionStat {
 }
 
 /// The logits of one prompt: its last position and all its positions.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogitsResult {
     /// Last prompt position, whole vocabulary.
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub nmse: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub max_abs: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub cosine: f64,
     /// Most likely token at the last position: ours and llama.cpp's.
     pub argmax_ours: Option<usize>,

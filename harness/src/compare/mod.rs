@@ -32,6 +32,9 @@ pub mod greedy;
 pub mod html;
 pub mod junit;
 pub mod logits;
+pub mod matrix;
+pub mod merge;
+pub mod nan;
 pub mod report;
 pub mod routing;
 pub mod run;
@@ -51,7 +54,7 @@ use engine::model::Model;
 use engine::session::{Session, SessionConfig};
 use engine::setup::{GpuLayers, GpuRequest};
 use engine::vulkan::VulkanOptions;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use report::Report;
 pub use run::{run, Options};
@@ -129,7 +132,9 @@ impl Path {
 }
 
 /// `--paths`: a list of paths, or `all`: per model `cpu, gpu, hybrid:1,
-/// hybrid:L/2, hybrid:L-1` for its L layers ([`Paths::for_layers`]).
+/// hybrid:L/2, hybrid:L-1` for its L layers, and for a model of E experts
+/// `gpu+cache:0, gpu+cache:E/2, gpu+cache:E, hybrid:1+cache:E/2`
+/// ([`Paths::for_model`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Paths {
     List(Vec<Path>),
@@ -137,10 +142,11 @@ pub enum Paths {
 }
 
 impl Paths {
-    /// The paths of a model with `n_layer` layers, the first being the one
-    /// every other is compared with. `all` drops repeats (a model of one or
-    /// two layers has fewer distinct hybrid splits).
-    pub fn for_layers(&self, n_layer: usize) -> Vec<Path> {
+    /// The paths of a model with `n_layer` layers and `n_expert` experts
+    /// (0: none), the first being the one every other is compared with.
+    /// `all` drops repeats (a model of one or two layers has fewer distinct
+    /// hybrid splits).
+    pub fn for_model(&self, n_layer: usize, n_expert: usize) -> Vec<Path> {
         match self {
             Paths::List(v) => v.clone(),
             Paths::All => {
@@ -149,6 +155,33 @@ impl Paths {
                 for n in [1.min(last), n_layer / 2, last] {
                     if !v.contains(&Path::Hybrid(n)) {
                         v.push(Path::Hybrid(n));
+                    }
+                }
+                if n_expert > 0 {
+                    // The expert slot cache: none, half and all of the
+                    // experts resident, and half on a hybrid split.
+                    let half = n_expert / 2;
+                    for p in [
+                        Path::Cached {
+                            layers: None,
+                            slots: 0,
+                        },
+                        Path::Cached {
+                            layers: None,
+                            slots: half,
+                        },
+                        Path::Cached {
+                            layers: None,
+                            slots: n_expert,
+                        },
+                        Path::Cached {
+                            layers: Some(1.min(last)),
+                            slots: half,
+                        },
+                    ] {
+                        if !v.contains(&p) {
+                            v.push(p);
+                        }
                     }
                 }
                 v
@@ -256,8 +289,33 @@ impl Serialize for Path {
     }
 }
 
+impl<'de> Deserialize<'de> for Path {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Path, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for Paths {
+    /// `"all"` or a list of paths (as [`Paths`] serializes).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Paths, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Name(String),
+            List(Vec<Path>),
+        }
+        match Form::deserialize(d)? {
+            Form::Name(s) if s == "all" => Ok(Paths::All),
+            Form::Name(s) => Err(serde::de::Error::custom(format!("paths {s:?}"))),
+            Form::List(v) => Ok(Paths::List(v)),
+        }
+    }
+}
+
 /// One check that did not hold: which, and why, in one line.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
     /// "greedy", "vs" (this path against the run's first path),
@@ -266,14 +324,14 @@ pub struct Failure {
     /// "model", "engine" (the engine could
     /// not run: a path not implemented, a backend error), "thresholds" (no
     /// limits for the model and path).
-    pub check: &'static str,
+    pub check: String,
     pub detail: String,
 }
 
 impl Failure {
-    pub fn new(check: &'static str, detail: impl Into<String>) -> Failure {
+    pub fn new(check: &str, detail: impl Into<String>) -> Failure {
         Failure {
-            check,
+            check: check.to_string(),
             detail: detail.into(),
         }
     }
@@ -330,18 +388,33 @@ mod tests {
         let all = Paths::parse(&["all".to_string()]).unwrap();
         let h = Path::Hybrid;
         assert_eq!(
-            all.for_layers(30),
+            all.for_model(30, 0),
             [Path::Cpu, Path::Gpu, h(1), h(15), h(29)]
         );
         assert_eq!(
-            all.for_layers(18),
+            all.for_model(18, 0),
             [Path::Cpu, Path::Gpu, h(1), h(9), h(17)]
         );
-        assert_eq!(all.for_layers(2), [Path::Cpu, Path::Gpu, h(1)]);
-        assert_eq!(all.for_layers(1), [Path::Cpu, Path::Gpu, h(0)]);
+        assert_eq!(all.for_model(2, 0), [Path::Cpu, Path::Gpu, h(1)]);
+        assert_eq!(all.for_model(1, 0), [Path::Cpu, Path::Gpu, h(0)]);
+        let c = |layers, slots| Path::Cached { layers, slots };
+        assert_eq!(
+            all.for_model(24, 32),
+            [
+                Path::Cpu,
+                Path::Gpu,
+                h(1),
+                h(12),
+                h(23),
+                c(None, 0),
+                c(None, 16),
+                c(None, 32),
+                c(Some(1), 16)
+            ]
+        );
         assert!(Paths::parse(&["all".into(), "cpu".into()]).is_err());
         let list = Paths::parse(&["cpu".into(), "hybrid:2".into()]).unwrap();
-        assert_eq!(list.for_layers(30), [Path::Cpu, h(2)]);
+        assert_eq!(list.for_model(30, 8), [Path::Cpu, h(2)]);
         assert!(Paths::parse(&["gpu:2".into()]).is_err());
         assert!(!within(f64::NAN, 1.0));
         assert!(within(1.0, 1.0));

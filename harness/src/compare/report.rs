@@ -3,11 +3,12 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cross::CrossResult;
 use super::greedy::{GreedyResult, Outcome};
 use super::logits::LogitsResult;
+use super::matrix::Shard;
 use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
 use super::{Failure, Path, Paths};
@@ -15,21 +16,36 @@ use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
 
 /// Everything one `compare` run found.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     pub reference_dir: String,
     /// The thresholds file.
     pub thresholds: String,
     /// As `--paths` gave them (`"all"`: each model's are in its report).
     pub paths: Paths,
+    /// Where it came from: what `harness merge` requires to be the same in
+    /// every shard.
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// This run's slice of the items (`--shard K/N`); None: all of them.
+    #[serde(default)]
+    pub shard: Option<Shard>,
+    /// Every item of the run the options describe (all shards together),
+    /// in run order ([`Item::key`](super::matrix::Item::key)).
+    #[serde(default)]
+    pub items: Vec<String>,
+    /// The items this run was given (its shard's, or all).
+    #[serde(default)]
+    pub ran: Vec<String>,
     pub models: Vec<ModelReport>,
     /// Wall time of the whole run.
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
 }
 
 /// One model: its model-level checks and one [`PromptReport`] per prompt
 /// and path.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModelReport {
     pub id: String,
     pub architecture: String,
@@ -45,7 +61,27 @@ pub struct ModelReport {
     pub tokenizer: Option<CorpusCheck>,
     pub chat: Option<ChatCheck>,
     pub prompts: Vec<PromptReport>,
+    /// Wall time of the text checks (the tokenizer corpus, chat renders).
+    #[serde(default, deserialize_with = "crate::compare::nan::f64")]
+    pub text_seconds: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
+}
+
+/// The inputs of a run that decide its result, recorded in its report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// `git rev-parse HEAD` of the repository (`+dirty` with uncommitted
+    /// changes to tracked files; `unknown` outside git).
+    pub commit: String,
+    /// SHA-256 of the reference data's manifest.json (which holds every
+    /// reference file's SHA-256).
+    pub reference_sha256: String,
+    /// SHA-256 of the thresholds file.
+    pub thresholds_sha256: String,
+    /// The options that select and judge: models, prompts, paths, greedy
+    /// steps, chunk, corpus, validation, device.
+    pub settings: String,
 }
 
 impl ModelReport {
@@ -60,6 +96,7 @@ impl ModelReport {
             tokenizer: None,
             chat: None,
             prompts: Vec::new(),
+            text_seconds: 0.0,
             seconds: 0.0,
         }
     }
@@ -70,7 +107,7 @@ impl ModelReport {
 }
 
 /// One prompt of one model on one path.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PromptReport {
     pub model: String,
     pub prompt: String,
@@ -89,6 +126,7 @@ pub struct PromptReport {
     /// no GPU on this path, or validation off).
     pub validation_messages: Option<usize>,
     pub failures: Vec<Failure>,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
 }
 
@@ -131,6 +169,26 @@ impl Report {
             }
         }
         out
+    }
+
+    /// Each item's wall time ([`Item::key`](super::matrix::Item::key) to
+    /// seconds): what `--costs` files hold.
+    pub fn item_seconds(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        for m in &self.models {
+            if m.text_seconds > 0.0 {
+                out.push((format!("{}/text", m.id), m.text_seconds));
+            }
+            for p in &m.prompts {
+                out.push((format!("{}/{}/{}", m.id, p.prompt, p.path), p.seconds));
+            }
+        }
+        out
+    }
+
+    /// Reads a report written by [`Report::to_json`].
+    pub fn from_json(text: &str) -> Result<Report, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
     }
 
     /// The report as pretty JSON (non-finite numbers become null).

@@ -137,6 +137,7 @@ pub fn report() -> Report {
             }],
         }),
         prompts: vec![cpu, gpu],
+        text_seconds: 0.25,
         seconds: 1.5,
     };
     smol.prompts[1].seconds = 0.5;
@@ -150,12 +151,17 @@ pub fn report() -> Report {
         tokenizer: None,
         chat: None,
         prompts: Vec::new(),
+        text_seconds: 0.0,
         seconds: 0.0,
     };
     Report {
         reference_dir: "reference-data".into(),
         thresholds: "ci/thresholds.toml".into(),
         paths: super::Paths::List(vec![Path::Cpu, Path::Gpu]),
+        provenance: Default::default(),
+        shard: None,
+        items: Vec::new(),
+        ran: Vec::new(),
         models: vec![smol, mamba],
         seconds: 2.0,
     }

@@ -12,7 +12,7 @@
 //! norm before its weight), `kq`, `kq_soft_max`, `kqv` (inside our fused
 //! attention), `embd` (llama's raw embedding row).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::routing::Routing;
 use super::sink::OurTap;
@@ -38,7 +38,7 @@ pub fn reference_sel(name: &str) -> TapSel<'static> {
 }
 
 /// One tap compared.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TapRow {
     /// Our name and layer.
     pub name: String,
@@ -48,15 +48,19 @@ pub struct TapRow {
     pub op: String,
     /// Positions compared (1, or every prompt position).
     pub positions: usize,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub nmse: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub max_abs: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub cosine: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub limit: f64,
     pub pass: bool,
 }
 
 /// Every tap of one prompt compared.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TapsResult {
     /// In graph order (layer by layer, in the order each layer computes).
     pub rows: Vec<TapRow>,

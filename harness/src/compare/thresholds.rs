@@ -98,7 +98,7 @@ impl Limits {
 
 /// Every model's limits, by model id and path key (see
 /// [`Path::threshold_keys`]).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
     /// Where they were read from (for messages).
     pub source: String,

@@ -6,7 +6,7 @@ use std::path::Path as FsPath;
 
 use engine::chat::{ChatTemplate, Message};
 use engine::tokenizer::Tokenizer;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::reference::format::{ChatRenders, PromptCapture, PromptKind, TokenizerCapture};
 use crate::reference::inputs::{self, corpus_lines};
@@ -29,7 +29,7 @@ fn around<T: std::fmt::Debug>(v: &[T], at: usize) -> String {
 }
 
 /// A prompt's tokens, ours against the capture's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PromptTokens {
     /// Whether our text (for a chat prompt: our render of the messages)
     /// has the SHA-256 of the text llama.cpp tokenized.
@@ -154,7 +154,7 @@ pub fn compare_prompt(
 }
 
 /// One tokenization of the corpus that differs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CorpusMismatch {
     /// 1-based line of the corpus; None for the whole corpus as one text.
     pub line: Option<usize>,
@@ -164,7 +164,7 @@ pub struct CorpusMismatch {
 }
 
 /// The tokenizer corpus, ours against llama.cpp's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CorpusCheck {
     pub lines: usize,
     /// Tokenizations compared: (lines + the whole text) × (plain, special).
@@ -238,7 +238,7 @@ pub fn compare_corpus(
 }
 
 /// One chat render that differs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RenderMismatch {
     pub id: String,
     pub add_generation_prompt: bool,
@@ -248,7 +248,7 @@ pub struct RenderMismatch {
 }
 
 /// The chat-template renders, ours against Jinja2's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatCheck {
     pub compared: usize,
     pub mismatches: Vec<RenderMismatch>,

@@ -40,7 +40,8 @@ mod resources;
 
 use super::VkError;
 use super::{
-    Context, ContextOptions, DeviceKind, DeviceSelector, PushConstants, Shader, Submission,
+    Context, ContextOptions, DeviceKind, DeviceLimits, DeviceSelector, PushConstants, Shader,
+    Submission,
 };
 use crate::ops::{BackendError, Ops};
 use cmd::Cmd;
@@ -79,17 +80,30 @@ pub enum KernelLayout {
     Gpu,
     /// One invocation per weight row, no shared memory and no barrier
     /// (`shaders/matmul_cpu.comp`): for CPU implementations such as
-    /// lavapipe, where a barrier costs far more than on a GPU.
+    /// lavapipe, where a barrier costs far more than on a GPU. Needs
+    /// subgroup shuffles in subgroups of a multiple of 8 invocations
+    /// ([`KernelLayout::cpu_supported`]).
     Cpu,
 }
 
 impl KernelLayout {
-    /// The layout for a device of `kind`.
-    pub fn for_device(kind: DeviceKind) -> KernelLayout {
+    /// The layout for a device of `kind` with `limits`: [`KernelLayout::Cpu`]
+    /// for a CPU implementation that supports it.
+    pub fn for_device(kind: DeviceKind, limits: &DeviceLimits) -> KernelLayout {
         match kind {
-            DeviceKind::Cpu => KernelLayout::Cpu,
+            DeviceKind::Cpu if KernelLayout::cpu_supported(limits) => KernelLayout::Cpu,
             _ => KernelLayout::Gpu,
         }
+    }
+
+    /// Whether a device can run the [`KernelLayout::Cpu`] kernels: their
+    /// activations (and attention's keys and values) are spread over 8
+    /// lanes of a subgroup and shuffled; attention takes a subgroup min/max.
+    pub fn cpu_supported(limits: &DeviceLimits) -> bool {
+        limits.subgroup_shuffle
+            && limits.subgroup_arithmetic
+            && limits.subgroup_size >= 8
+            && limits.subgroup_size.is_multiple_of(8)
     }
 }
 
@@ -147,7 +161,7 @@ impl VulkanBackend {
             sentinel: false,
         };
         let budget = ctx.limits().device_local_bytes;
-        let kernel_layout = KernelLayout::for_device(ctx.device_info().kind);
+        let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
         VulkanBackend {
             pending: None,
             ctx,
@@ -177,10 +191,16 @@ impl VulkanBackend {
     }
 
     /// Forces a kernel layout (tests: the GPU kernels on a CPU device, and
-    /// the other way round). Ops recorded afterwards use it.
+    /// the other way round). Ops recorded afterwards use it. Returns false
+    /// (and changes nothing) for [`KernelLayout::Cpu`] on a device that
+    /// cannot run it.
     #[doc(hidden)]
-    pub fn set_kernel_layout(&mut self, layout: KernelLayout) {
+    pub fn set_kernel_layout(&mut self, layout: KernelLayout) -> bool {
+        if layout == KernelLayout::Cpu && !KernelLayout::cpu_supported(self.ctx.limits()) {
+            return false;
+        }
         self.kernel_layout = layout;
+        true
     }
 
     /// The most bytes of device buffers there may be: the device-local

@@ -5,9 +5,13 @@
 //! for an f16 one), then `shaders/attention.comp` runs one workgroup per
 //! (head, query row) over the visible cache positions, with an online
 //! softmax over tiles of keys. The hazard tracker orders the two: the
-//! attention reads the cache bytes the write wrote.
+//! attention reads the cache bytes the write wrote. On CPU implementations
+//! ([`KernelLayout::Cpu`]) `shaders/attention_cpu.comp` runs instead where
+//! the head dims allow: one invocation per (query row, head), the keys and
+//! values shared by shuffles, no shared memory and no barrier (on lavapipe
+//! 4x faster, and more for long prompts).
 
-use super::{Bind, GpuKv, VulkanBackend};
+use super::{Bind, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
 use crate::ops::{Act, AttnParams, Kv, KvType};
 use crate::vulkan::{shaders, PushConstants};
@@ -20,6 +24,12 @@ const ATTN_ACC: usize = 8;
 pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
 pub const MAX_HEAD_DIM_V: usize = ATTN_WG * ATTN_ACC;
+/// `attention_cpu.comp` takes head dims in multiples of this (8 lanes x 4)
+/// up to [`CPU_MAX_HEAD_DIM`] (`MAX_D`).
+const CPU_HEAD_DIM_STEP: usize = 32;
+const CPU_MAX_HEAD_DIM: usize = 256;
+/// Fewest query rows `attention_cpu.comp` takes (a group of 8 lanes).
+const CPU_MIN_ROWS: usize = 8;
 
 /// `KvWritePush` of `shaders/common/attention.glsl`: f16 cache elements
 /// `e0..e1` = `src[src_offset..]`, one invocation per cache word
@@ -58,15 +68,20 @@ pub struct AttnPush {
     pub window: u32,
     pub scale: f32,
     pub softcap: f32,
+    /// Query rows T.
+    pub n_rows: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<AttnPush>() == 48);
-const _: () =
-    assert!(std::mem::size_of::<AttnPush>() == shaders::ATTENTION_F32.push_constant_size as usize);
-const _: () =
-    assert!(std::mem::size_of::<AttnPush>() == shaders::ATTENTION_F16.push_constant_size as usize);
+const _: () = assert!(std::mem::size_of::<AttnPush>() == 52);
+const _: () = {
+    let size = std::mem::size_of::<AttnPush>();
+    assert!(size == shaders::ATTENTION_F32.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_CPU_F16.push_constant_size as usize);
+};
 
-// SAFETY: repr(C), twelve 32-bit fields (u32 / f32), 48 bytes (asserted
+// SAFETY: repr(C), thirteen 32-bit fields (u32 / f32), 52 bytes (asserted
 // above): no padding.
 unsafe impl PushConstants for AttnPush {}
 
@@ -178,10 +193,22 @@ pub(super) fn attention(
         window: p.window.map_or(0, |w| u32_of(w, "window")),
         scale: p.scale,
         softcap: p.softcap.unwrap_or(0.0),
+        n_rows: u32_of(t, "rows"),
     };
-    let shader = match c.ty {
-        KvType::F32 => &shaders::ATTENTION_F32,
-        KvType::F16 => &shaders::ATTENTION_F16,
+    // The CPU-implementation kernel: head rows in whole groups of 8 vec4s.
+    // Decode (fewer rows than a group of lanes) keeps attention.comp,
+    // whose workgroup spreads the keys over its invocations.
+    let cpu = b.kernel_layout == KernelLayout::Cpu
+        && t >= CPU_MIN_ROWS
+        && dk % CPU_HEAD_DIM_STEP == 0
+        && dv % CPU_HEAD_DIM_STEP == 0
+        && dk <= CPU_MAX_HEAD_DIM
+        && dv <= CPU_MAX_HEAD_DIM;
+    let shader = match (c.ty, cpu) {
+        (KvType::F32, false) => &shaders::ATTENTION_F32,
+        (KvType::F16, false) => &shaders::ATTENTION_F16,
+        (KvType::F32, true) => &shaders::ATTENTION_CPU_F32,
+        (KvType::F16, true) => &shaders::ATTENTION_CPU_F16,
     };
     let binds = [
         Bind::act(q),
@@ -195,6 +222,15 @@ pub(super) fn attention(
         },
         Bind::act(out),
     ];
-    let groups = [push.n_head, u32_of(t, "rows"), 1];
+    let groups = if cpu {
+        // x: rows (64 per workgroup), y: heads.
+        [
+            u32_of(t.div_ceil(shader.local_size[0] as usize), "rows"),
+            push.n_head,
+            1,
+        ]
+    } else {
+        [push.n_head, u32_of(t, "rows"), 1]
+    };
     b.dispatch(shader, &binds, &push, groups);
 }

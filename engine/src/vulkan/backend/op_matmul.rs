@@ -15,7 +15,8 @@
 //! products use `matvec_cpu_*` / `matmul_cpu_*` instead
 //! (`shaders/matmul_cpu.comp`): each invocation computes `ROWS` weight rows
 //! for `TOKENS` activation rows (the variant's defines, read here with
-//! [`define`]), with no shared memory and no barrier.
+//! [`define`]), with no shared memory and no barrier; a block's activations
+//! reach the lanes of a subgroup by shuffles.
 //!
 //! Every op runs once per chunk of the weight ([`GpuWeight::chunks`]): a
 //! chunk's rows are output columns `row0..row0 + rows` (or, for the lookup,

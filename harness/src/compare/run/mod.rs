@@ -9,18 +9,23 @@
 
 mod engine_checks;
 mod model;
+mod progress;
 mod text_checks;
 
+use std::collections::HashSet;
 use std::path::{Path as FsPath, PathBuf};
 use std::time::Instant;
 
 use engine::model::ModelOptions;
 use engine::vulkan::DeviceSelector;
 
-use super::report::Report;
+use super::matrix::{self, Costs, Item, Shard};
+use super::report::{Provenance, Report};
 use super::thresholds::Thresholds;
 use super::{Path, Paths};
+use crate::reference::writer::{sha256_file, sha256_hex};
 use crate::reference::ReferenceData;
+use progress::Progress;
 
 /// Rows per forward pass by default. Each pass returns the logits of all
 /// its rows (every position's next-token distribution is compared), so
@@ -63,6 +68,12 @@ pub struct Options {
     /// Run the GPU paths with the Vulkan validation layer (synchronization
     /// validation on); any message fails the prompt.
     pub validation: bool,
+    /// Only the representative selection of the items ([`matrix::quick`]).
+    pub quick: bool,
+    /// Run only this slice of the items ([`matrix`]).
+    pub shard: Option<Shard>,
+    /// Measured seconds per item: the shard balance and the progress ETA.
+    pub costs: Costs,
 }
 
 impl Options {
@@ -84,7 +95,54 @@ impl Options {
             progress: false,
             device: DeviceSelector::Auto,
             validation: engine::vulkan::validation_layer_present(),
+            quick: false,
+            shard: None,
+            costs: Costs::default(),
         }
+    }
+
+    /// What selects and judges, in one line ([`Provenance::settings`]).
+    fn settings(&self) -> String {
+        format!(
+            "models={:?} prompts={:?} paths={} quick={} greedy_steps={} chunk={} corpus={} validation={} device={:?} threads={}",
+            self.models,
+            self.prompts,
+            self.paths,
+            self.quick,
+            self.greedy_steps,
+            self.chunk,
+            self.corpus,
+            self.validation,
+            self.device,
+            self.threads
+        )
+    }
+}
+
+/// The commit of the repository at `repo` (`+dirty` when tracked files
+/// differ from it), or `unknown`.
+fn git_commit(repo: &FsPath) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "HEAD"]) {
+        Some(c) if !c.is_empty() => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{c}+dirty")
+            } else {
+                c
+            }
+        }
+        _ => "unknown".into(),
     }
 }
 
@@ -122,18 +180,58 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             known.join(", ")
         ));
     }
+    let (plans, mut items) = matrix::plan(opts, &data);
+    let mut cost = opts.costs.estimate(&items);
+    if opts.quick {
+        let keep = matrix::quick(&items, &cost);
+        items = keep.iter().map(|&i| items[i].clone()).collect();
+        cost = keep.iter().map(|&i| cost[i]).collect();
+    }
+    let picked: Vec<usize> = match opts.shard {
+        Some(s) => s.pick(&items, &cost),
+        None => (0..items.len()).collect(),
+    };
+    let selected: HashSet<Item> = picked.iter().map(|&i| items[i].clone()).collect();
+    let mut progress = Progress::new(
+        picked
+            .iter()
+            .map(|&i| (items[i].clone(), cost[i]))
+            .collect(),
+        opts.progress,
+    );
+    let thresholds_json = serde_json::to_vec(&opts.thresholds.models).expect("serializes");
     let mut report = Report {
         reference_dir: opts.reference_dir.display().to_string(),
         thresholds: opts.thresholds.source.clone(),
         paths: opts.paths.clone(),
+        provenance: Provenance {
+            commit: git_commit(&opts.repo),
+            reference_sha256: sha256_file(&opts.reference_dir.join("manifest.json"))
+                .map_err(|e| e.to_string())?,
+            thresholds_sha256: sha256_hex(&thresholds_json),
+            settings: opts.settings(),
+        },
+        shard: opts.shard,
+        items: items.iter().map(Item::key).collect(),
+        ran: picked.iter().map(|&i| items[i].key()).collect(),
         models: Vec::new(),
         seconds: 0.0,
     };
-    for entry in &manifest.models {
-        if !opts.models.is_empty() && !opts.models.contains(&entry.id) {
+    for (entry, plan) in manifest.models.iter().filter_map(|e| {
+        let plan = plans.iter().find(|p| p.id == e.id)?;
+        Some((e, plan))
+    }) {
+        if !selected.iter().any(|it| it.model == entry.id) {
             continue;
         }
-        report.models.push(model::run_model(opts, &data, entry));
+        report.models.push(model::run_model(
+            opts,
+            &data,
+            entry,
+            &plan.paths,
+            &selected,
+            &mut progress,
+        ));
     }
     report.seconds = start.elapsed().as_secs_f64();
     Ok(report)

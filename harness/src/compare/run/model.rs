@@ -1,8 +1,9 @@
-//! One model: its file checked, the checks that need no forward pass, and
-//! every prompt on every path (one session per path).
+//! One model: its file checked, the checks that need no forward pass (the
+//! text item), and each selected prompt on each selected path (one session
+//! per path).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,9 +16,11 @@ use engine::tokenizer::Tokenizer;
 use engine::vulkan::VulkanOptions;
 
 use super::engine_checks::{cross_check, engine_checks};
+use super::progress::Progress;
 use super::text_checks::{chat_template, corpus_check, eog_check, prompt_tokens, render_check};
 use super::Options;
 use crate::compare::cross::PathOutputs;
+use crate::compare::matrix::Item;
 use crate::compare::report::{ModelReport, PromptReport};
 use crate::compare::thresholds::Limits;
 use crate::compare::tokens::PromptTokens;
@@ -26,14 +29,53 @@ use crate::reference::format::{Manifest, ManifestModel, PromptCapture};
 use crate::reference::writer::sha256_file;
 use crate::reference::{ModelRef, PromptData, ReferenceData};
 
+/// Runs the items of `selected` that belong to model `entry`, whose paths
+/// are `paths`. The model-level checks and failures belong to its text
+/// item: a run without it (another shard's) makes them but reports none.
 pub(super) fn run_model(
     opts: &Options,
     data: &ReferenceData,
     entry: &ManifestModel,
+    paths: &[Path],
+    selected: &HashSet<Item>,
+    progress: &mut Progress,
+) -> ModelReport {
+    let start = Instant::now();
+    let text_item = Item::text(&entry.id);
+    let text = selected.contains(&text_item);
+    let mut r = model_report(opts, data, entry, paths, selected, progress, text);
+    if !text {
+        // Model-level findings are the text item's.
+        r.failures.clear();
+        r.tokenizer = None;
+        r.chat = None;
+        r.text_seconds = 0.0;
+    }
+    r.seconds = start.elapsed().as_secs_f64();
+    r
+}
+
+fn model_report(
+    opts: &Options,
+    data: &ReferenceData,
+    entry: &ManifestModel,
+    paths: &[Path],
+    selected: &HashSet<Item>,
+    progress: &mut Progress,
+    text: bool,
 ) -> ModelReport {
     let start = Instant::now();
     let explicit = opts.models.contains(&entry.id);
     let mut r = ModelReport::new(entry);
+    let text_item = Item::text(&entry.id);
+    // The text item ends where the text checks do, or where the model
+    // cannot go further.
+    let text_done = |r: &mut ModelReport, progress: &mut Progress| {
+        if text && r.text_seconds == 0.0 {
+            r.text_seconds = start.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
+            progress.done(&text_item, r.failures.is_empty(), r.text_seconds);
+        }
+    };
     let skip = |r: &mut ModelReport, why: String| {
         if explicit {
             r.failures.push(Failure::new("model", why));
@@ -43,6 +85,7 @@ pub(super) fn run_model(
     };
     let Some(model_ref) = data.model(&entry.id) else {
         skip(&mut r, "not captured".into());
+        text_done(&mut r, progress);
         return r;
     };
 
@@ -50,6 +93,7 @@ pub(super) fn run_model(
         Ok(g) => g,
         Err(e) => {
             r.failures.push(Failure::new("model", e));
+            text_done(&mut r, progress);
             return r;
         }
     };
@@ -61,15 +105,18 @@ pub(super) fn run_model(
         Err(e) => {
             r.failures
                 .push(Failure::new("tokenizer", format!("cannot build it: {e}")));
+            text_done(&mut r, progress);
             return r;
         }
     };
-    eog_check(model_ref, &tok, &mut r);
     let template = chat_template(model_ref, &gguf, &tok, &mut r);
-    if opts.corpus {
-        corpus_check(opts, model_ref, &tok, &mut r);
-        if let Some(t) = &template {
-            render_check(opts, model_ref, &gguf, t, &mut r);
+    if text {
+        eog_check(model_ref, &tok, &mut r);
+        if opts.corpus {
+            corpus_check(opts, model_ref, &tok, &mut r);
+            if let Some(t) = &template {
+                render_check(opts, model_ref, &gguf, t, &mut r);
+            }
         }
     }
 
@@ -78,7 +125,17 @@ pub(super) fn run_model(
             &mut r,
             format!("architecture {} not implemented", entry.architecture),
         );
-        r.seconds = start.elapsed().as_secs_f64();
+        text_done(&mut r, progress);
+        return r;
+    }
+    text_done(&mut r, progress);
+    let wanted = |prompt: &str| -> Vec<bool> {
+        paths
+            .iter()
+            .map(|&p| selected.contains(&Item::prompt(&entry.id, prompt, p)))
+            .collect()
+    };
+    if !model_ref.prompts().any(|p| wanted(&p.id).contains(&true)) {
         return r;
     }
     let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
@@ -87,7 +144,6 @@ pub(super) fn run_model(
         // as an architecture it lacks is.
         Err(e @ ModelError::Unsupported { .. }) => {
             skip(&mut r, format!("{}: {e}", entry.file));
-            r.seconds = start.elapsed().as_secs_f64();
             return r;
         }
         Err(e) => {
@@ -104,7 +160,7 @@ pub(super) fn run_model(
         .map(|p| p.n_tokens + opts.greedy_steps.min(64) + 1)
         .max()
         .unwrap_or(1);
-    r.paths = opts.paths.for_layers(model.hparams().n_layer);
+    r.paths = paths.to_vec();
     let ctx = ModelCtx {
         paths: r.paths.clone(),
         opts,
@@ -117,11 +173,12 @@ pub(super) fn run_model(
         sessions: RefCell::new(HashMap::new()),
     };
     for prompt in model_ref.prompts() {
-        if opts.prompts.is_empty() || opts.prompts.contains(&prompt.id) {
-            r.prompts.extend(ctx.run_prompt_paths(prompt));
+        let want = wanted(&prompt.id);
+        if want.contains(&true) {
+            r.prompts
+                .extend(ctx.run_prompt_paths(prompt, &want, progress));
         }
     }
-    r.seconds = start.elapsed().as_secs_f64();
     r
 }
 
@@ -193,8 +250,15 @@ impl ModelCtx<'_> {
         }
     }
 
-    /// One prompt: its tokens once, then the engine on each path.
-    fn run_prompt_paths(&self, prompt: &PromptCapture) -> Vec<PromptReport> {
+    /// One prompt: its tokens once, then the engine on each path `want`
+    /// selects, and on the first path for their reference where they
+    /// need it (not reported then: another shard reports it).
+    fn run_prompt_paths(
+        &self,
+        prompt: &PromptCapture,
+        want: &[bool],
+        progress: &mut Progress,
+    ) -> Vec<PromptReport> {
         let opts = self.opts;
         let data = self
             .model_ref
@@ -212,23 +276,22 @@ impl ModelCtx<'_> {
         });
         let mut out = Vec::new();
         let mut baseline: Option<PathOutputs> = None;
-        for &path in &self.paths {
+        let others = want.iter().skip(1).any(|&w| w);
+        for (i, &path) in self.paths.iter().enumerate() {
+            if !(want[i] || (i == 0 && others)) {
+                continue;
+            }
             let (p, outputs) = self.run_prompt(&data, prompt, path, &tokens, baseline.as_ref());
-            if baseline.is_none() {
+            if i == 0 {
                 baseline = outputs;
             }
-            if opts.progress {
-                eprintln!(
-                    "[compare] {} {} {}: {} in {:.1} s",
-                    p.model,
-                    p.prompt,
-                    path,
-                    if p.passed() { "pass" } else { "FAIL" },
-                    p.seconds
-                );
+            if want[i] {
+                let it = Item::prompt(&p.model, &p.prompt, path);
+                progress.done(&it, p.passed(), p.seconds);
+                out.push(p);
             }
-            out.push(p);
         }
+        let _ = opts;
         out
     }
 }

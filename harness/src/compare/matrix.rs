@@ -1,0 +1,502 @@
+//! The comparison as a list of items, and its slices (`--shard K/N`).
+//!
+//! An [`Item`] is one prompt of one model on one path, or one model's text
+//! checks (end-of-generation set, tokenizer corpus, chat renders: the
+//! checks that need no forward pass; they also own the model-level
+//! failures). [`plan`] lists every item a run selects, in the order an
+//! unsharded run takes them; [`Shard::pick`] splits that list into N
+//! slices balanced by measured cost ([`Costs`]: each item's wall time in
+//! an earlier report), deterministically, so that N jobs with the same
+//! inputs pick disjoint slices whose union is the whole list.
+//!
+//! A non-first path of a prompt is compared with the prompt's first path
+//! (the CPU): a slice that holds the one without the other runs the first
+//! path too, without reporting it (its cost counts towards that slice).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::Path as FsPath;
+use std::str::FromStr;
+
+use engine::gguf::GgufFile;
+use engine::model::spec;
+use serde::{Deserialize, Serialize};
+
+use super::run::Options;
+use super::{Path, Paths};
+use crate::reference::ReferenceData;
+
+/// One item of the comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Item {
+    pub model: String,
+    /// `None`: the model's text checks.
+    pub prompt: Option<String>,
+    /// `None`: the model's text checks.
+    pub path: Option<Path>,
+}
+
+impl Item {
+    pub fn text(model: &str) -> Item {
+        Item {
+            model: model.to_string(),
+            prompt: None,
+            path: None,
+        }
+    }
+
+    pub fn prompt(model: &str, prompt: &str, path: Path) -> Item {
+        Item {
+            model: model.to_string(),
+            prompt: Some(prompt.to_string()),
+            path: Some(path),
+        }
+    }
+
+    /// `model/prompt/path`, or `model/text` for the text checks.
+    pub fn key(&self) -> String {
+        match (&self.prompt, &self.path) {
+            (Some(p), Some(path)) => format!("{}/{p}/{path}", self.model),
+            _ => format!("{}/text", self.model),
+        }
+    }
+}
+
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.prompt, &self.path) {
+            (Some(p), Some(path)) => write!(f, "{} {p} {path}", self.model),
+            _ => write!(f, "{} text checks", self.model),
+        }
+    }
+}
+
+/// What [`plan`] found of one model: its paths (empty where it cannot run
+/// the engine: a missing file, an architecture not implemented).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelPlan {
+    pub id: String,
+    pub paths: Vec<Path>,
+}
+
+/// The paths of `paths` for a model whose GGUF is at `file`: empty when
+/// the file cannot be read or its architecture is not implemented (the
+/// text checks then report why).
+pub fn model_paths(paths: &Paths, file: &FsPath) -> Vec<Path> {
+    let Ok(g) = GgufFile::open(file) else {
+        return Vec::new();
+    };
+    let Ok(arch) = g.architecture() else {
+        return Vec::new();
+    };
+    if spec::lookup(arch).is_none() {
+        return Vec::new();
+    }
+    let Ok(n_layer) = g.arch_u32("block_count") else {
+        return Vec::new();
+    };
+    let n_expert = g
+        .arch_key("expert_count")
+        .ok()
+        .and_then(|k| g.get_u32_opt(&k).ok().flatten())
+        .unwrap_or(0);
+    paths.for_model(n_layer as usize, n_expert as usize)
+}
+
+/// Every item of the run `opts` asks for, in run order: per model (the
+/// manifest's order) its text checks, then per prompt (the capture's order)
+/// each path.
+pub fn plan(opts: &Options, data: &ReferenceData) -> (Vec<ModelPlan>, Vec<Item>) {
+    let mut models = Vec::new();
+    let mut items = Vec::new();
+    for entry in &data.manifest().models {
+        if !opts.models.is_empty() && !opts.models.contains(&entry.id) {
+            continue;
+        }
+        items.push(Item::text(&entry.id));
+        let paths = match data.model(&entry.id) {
+            Some(_) => model_paths(&opts.paths, &opts.repo.join(&entry.file)),
+            None => Vec::new(),
+        };
+        if let Some(m) = data.model(&entry.id) {
+            for p in m.prompts() {
+                if opts.prompts.is_empty() || opts.prompts.contains(&p.id) {
+                    for &path in &paths {
+                        items.push(Item::prompt(&entry.id, &p.id, path));
+                    }
+                }
+            }
+        }
+        models.push(ModelPlan {
+            id: entry.id.clone(),
+            paths,
+        });
+    }
+    (models, items)
+}
+
+/// `--shard K/N`: the K-th of N slices (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub k: usize,
+    pub n: usize,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard {s:?}: expected K/N with 1 <= K <= N, e.g. 2/4");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (k, n) = (
+            k.trim().parse::<usize>().map_err(|_| bad())?,
+            n.trim().parse::<usize>().map_err(|_| bad())?,
+        );
+        if k == 0 || n == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+/// Seconds per item key (`Item::key`), from earlier reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Costs {
+    pub seconds: BTreeMap<String, f64>,
+}
+
+impl Costs {
+    /// Reads a costs file (`harness costs` writes one).
+    pub fn load(file: &FsPath) -> Result<Costs, String> {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
+    }
+
+    /// The estimated seconds of each item: its measured time, else the mean
+    /// of the measured items of the same model and path kind (`cpu`, `gpu`,
+    /// `hybrid`, text), else of the same path kind, else 1.
+    pub fn estimate(&self, items: &[Item]) -> Vec<f64> {
+        let kind = |key: &str| -> String {
+            let mut parts = key.splitn(3, '/');
+            let model = parts.next().unwrap_or("");
+            let rest: Vec<&str> = parts.collect();
+            let k = match rest.as_slice() {
+                [_, path] => path.split(':').next().unwrap_or(path).to_string(),
+                _ => "text".to_string(),
+            };
+            format!("{model}\t{k}")
+        };
+        let mut by_model_kind: HashMap<String, (f64, usize)> = HashMap::new();
+        let mut by_kind: HashMap<String, (f64, usize)> = HashMap::new();
+        for (key, &s) in &self.seconds {
+            let mk = kind(key);
+            let k = mk.split('\t').nth(1).unwrap_or("").to_string();
+            let e = by_model_kind.entry(mk).or_default();
+            e.0 += s;
+            e.1 += 1;
+            let e = by_kind.entry(k).or_default();
+            e.0 += s;
+            e.1 += 1;
+        }
+        let mean = |m: Option<&(f64, usize)>| m.map(|(s, n)| s / *n as f64);
+        items
+            .iter()
+            .map(|it| {
+                let key = it.key();
+                if let Some(&s) = self.seconds.get(&key) {
+                    return s;
+                }
+                let mk = kind(&key);
+                let k = mk.split('\t').nth(1).unwrap_or("").to_string();
+                mean(by_model_kind.get(&mk))
+                    .or_else(|| mean(by_kind.get(&k)))
+                    .unwrap_or(1.0)
+            })
+            .collect()
+    }
+}
+
+impl Shard {
+    /// The items of this slice, as indices into `items`, in run order.
+    ///
+    /// Longest first: each item (its estimated cost, plus its prompt's
+    /// first path where that is not already in the slice) goes to the
+    /// slice whose total is least so far (ties: the lower slice), items of
+    /// equal cost in run order. The same items and costs give the same
+    /// slices in every job.
+    pub fn pick(&self, items: &[Item], cost: &[f64]) -> Vec<usize> {
+        assignment(items, cost, self.n)
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, s)| s + 1 == self.k)
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+/// The slice (0-based) of every item, for `n` slices.
+pub fn assignment(items: &[Item], cost: &[f64], n: usize) -> Vec<usize> {
+    let first_of = first_paths(items);
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]).then(a.cmp(&b)));
+    let mut load = vec![0.0f64; n.max(1)];
+    let mut has: Vec<HashSet<usize>> = vec![HashSet::new(); n.max(1)];
+    let mut slice = vec![0usize; items.len()];
+    for i in order {
+        // What item i adds to each slice: itself, and its prompt's first
+        // path when the slice lacks it.
+        let extra = |s: usize| -> f64 {
+            match first_of[i] {
+                Some(f) if f != i && !has[s].contains(&f) => cost[f],
+                _ => 0.0,
+            }
+        };
+        let best = (0..load.len())
+            .min_by(|&a, &b| {
+                (load[a] + cost[i] + extra(a))
+                    .total_cmp(&(load[b] + cost[i] + extra(b)))
+                    .then(a.cmp(&b))
+            })
+            .expect("at least one slice");
+        load[best] += cost[i] + extra(best);
+        if let Some(f) = first_of[i] {
+            has[best].insert(f);
+        }
+        has[best].insert(i);
+        slice[i] = best;
+    }
+    slice
+}
+
+/// Prompts where faults have hidden before: the long one (several chunks,
+/// a long KV cache), the chat ones (templates, special tokens) and the
+/// multilingual one (byte-level merges); [`quick`] keeps each.
+pub const FAULT_PRONE: &[&str] = &[
+    "long-context",
+    "chat-multiturn",
+    "chat-system-user",
+    "multilingual",
+];
+
+/// The kind of a path: `cpu`, `gpu`, `hybrid` (any split) or `cache` (an
+/// expert slot cache size, on all layers or a split).
+pub fn path_kind(p: Path) -> &'static str {
+    match p {
+        Path::Cpu => "cpu",
+        Path::Gpu => "gpu",
+        Path::Hybrid(_) => "hybrid",
+        Path::Cached { .. } => "cache",
+    }
+}
+
+/// The representative selection (`compare --quick`, the default of
+/// `scripts/run`), as indices into `items` in run order, picked by
+/// measured cost:
+/// - every model's text checks;
+/// - every model's [`FAULT_PRONE`] prompts on its first path (the CPU);
+/// - for every model and path kind it has (gpu, hybrid, cache), its
+///   cheapest item of that kind;
+/// - for every fault-prone prompt, its cheapest item on the GPU path of
+///   any model;
+/// - and the first path of each selected prompt (the reference of the
+///   others), which runs either way.
+pub fn quick(items: &[Item], cost: &[f64]) -> Vec<usize> {
+    let first = first_paths(items);
+    let mut pick = vec![false; items.len()];
+    let cheapest = |pred: &dyn Fn(&Item) -> bool| -> Option<usize> {
+        (0..items.len())
+            .filter(|&i| pred(&items[i]))
+            .min_by(|&a, &b| cost[a].total_cmp(&cost[b]).then(a.cmp(&b)))
+    };
+    let prone = |it: &Item| {
+        it.prompt
+            .as_deref()
+            .is_some_and(|p| FAULT_PRONE.contains(&p))
+    };
+    for (i, it) in items.iter().enumerate() {
+        let is_first = first[i] == Some(i);
+        if it.prompt.is_none() || (is_first && prone(it)) {
+            pick[i] = true;
+        }
+    }
+    let mut models: Vec<&str> = items.iter().map(|it| it.model.as_str()).collect();
+    models.dedup();
+    for m in models {
+        for kind in ["gpu", "hybrid", "cache"] {
+            let of = |it: &Item| it.model == m && it.path.is_some_and(|p| path_kind(p) == kind);
+            if let Some(i) = cheapest(&of) {
+                pick[i] = true;
+            }
+        }
+    }
+    for p in FAULT_PRONE {
+        let of = |it: &Item| it.prompt.as_deref() == Some(*p) && it.path == Some(Path::Gpu);
+        if let Some(i) = cheapest(&of) {
+            pick[i] = true;
+        }
+    }
+    for i in 0..items.len() {
+        if pick[i] {
+            if let Some(f) = first[i] {
+                pick[f] = true;
+            }
+        }
+    }
+    (0..items.len()).filter(|&i| pick[i]).collect()
+}
+
+/// For each prompt item, the index of its prompt's first path (the
+/// reference of the others); `None` for text items.
+pub fn first_paths(items: &[Item]) -> Vec<Option<usize>> {
+    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let p = it.prompt.as_deref()?;
+            Some(*first.entry((it.model.as_str(), p)).or_insert(i))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items() -> Vec<Item> {
+        let mut v = Vec::new();
+        for m in ["a", "b"] {
+            v.push(Item::text(m));
+            for p in ["p1", "p2", "p3"] {
+                for path in [Path::Cpu, Path::Gpu, Path::Hybrid(1)] {
+                    v.push(Item::prompt(m, p, path));
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn shards_cover_the_matrix_once_and_balance_by_cost() {
+        let items = items();
+        // GPU items cost 10, hybrid 5, the rest 1.
+        let cost: Vec<f64> = items
+            .iter()
+            .map(|it| match it.path {
+                Some(Path::Gpu) => 10.0,
+                Some(Path::Hybrid(_)) => 5.0,
+                _ => 1.0,
+            })
+            .collect();
+        for n in 1..=7 {
+            let mut seen = vec![0usize; items.len()];
+            let mut loads = Vec::new();
+            for k in 1..=n {
+                let picked = Shard { k, n }.pick(&items, &cost);
+                assert!(picked.windows(2).all(|w| w[0] < w[1]), "run order");
+                for &i in &picked {
+                    seen[i] += 1;
+                }
+                loads.push(picked.iter().map(|&i| cost[i]).sum::<f64>());
+            }
+            assert!(seen.iter().all(|&c| c == 1), "n={n}: {seen:?}");
+            if n == 2 {
+                // 2 x (1 + 3 x 16) = 98: two slices of 49 ± the CPU
+                // items a slice repeats as references.
+                assert!(
+                    loads.iter().all(|&l| (40.0..=58.0).contains(&l)),
+                    "{loads:?}"
+                );
+            }
+        }
+        // Deterministic.
+        assert_eq!(
+            Shard { k: 2, n: 3 }.pick(&items, &cost),
+            Shard { k: 2, n: 3 }.pick(&items, &cost)
+        );
+    }
+
+    #[test]
+    fn quick_covers_every_model_path_kind_and_fault_prone_prompt() {
+        let mut items = Vec::new();
+        for m in ["a", "b"] {
+            items.push(Item::text(m));
+            for p in ["short", "long-context", "multilingual"] {
+                for path in [Path::Cpu, Path::Gpu, Path::Hybrid(1)] {
+                    items.push(Item::prompt(m, p, path));
+                }
+            }
+        }
+        // Model b is dearer; long prompts are dearer; the GPU dearest.
+        let cost: Vec<f64> = items
+            .iter()
+            .map(|it| {
+                let m = if it.model == "b" { 2.0 } else { 1.0 };
+                let p = match it.prompt.as_deref() {
+                    Some("long-context") => 10.0,
+                    Some("multilingual") => 3.0,
+                    _ => 1.0,
+                };
+                let k = match it.path {
+                    Some(Path::Gpu) => 20.0,
+                    Some(Path::Hybrid(_)) => 5.0,
+                    _ => 1.0,
+                };
+                m * p * k
+            })
+            .collect();
+        let keys: Vec<String> = quick(&items, &cost)
+            .iter()
+            .map(|&i| items[i].key())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "a/text",
+                "a/short/cpu",
+                "a/short/gpu",
+                "a/short/hybrid:1",
+                "a/long-context/cpu",
+                "a/long-context/gpu",
+                "a/multilingual/cpu",
+                "a/multilingual/gpu",
+                "b/text",
+                "b/short/cpu",
+                "b/short/gpu",
+                "b/short/hybrid:1",
+                "b/long-context/cpu",
+                "b/multilingual/cpu",
+            ]
+        );
+    }
+
+    #[test]
+    fn shard_parse() {
+        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { k: 2, n: 4 }));
+        for bad in ["0/4", "5/4", "1/0", "x/2", "2", ""] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn estimates_fall_back_by_model_and_path_kind() {
+        let mut c = Costs::default();
+        c.seconds.insert("a/p1/gpu".into(), 10.0);
+        c.seconds.insert("a/p2/gpu".into(), 20.0);
+        c.seconds.insert("b/p1/cpu".into(), 2.0);
+        let it = [
+            Item::prompt("a", "p1", Path::Gpu),
+            Item::prompt("a", "p9", Path::Gpu),
+            Item::prompt("c", "p1", Path::Gpu),
+            Item::prompt("c", "p1", Path::Hybrid(3)),
+            Item::text("a"),
+        ];
+        assert_eq!(c.estimate(&it), vec![10.0, 15.0, 15.0, 1.0, 1.0]);
+    }
+}
