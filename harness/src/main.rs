@@ -120,6 +120,11 @@ struct CompareArgs {
     /// GPU once (`scripts/run` without --full).
     #[arg(long)]
     quick: bool,
+    /// Print the items this run would take (after --quick and --shard),
+    /// each with its estimated seconds from --costs, and the total; run
+    /// nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// Measured seconds per item (`harness costs` writes it), relative to
     /// --repo: the shard balance and the ETA. Items it lacks are
     /// estimated from those it has.
@@ -341,6 +346,22 @@ fn compare(args: CompareArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if args.dry_run {
+        return match harness::compare::run::selection(&opts) {
+            Ok(items) => {
+                for (it, s) in &items {
+                    println!("{:>8.1} s  {}", s, it.key());
+                }
+                let total: f64 = items.iter().map(|(_, s)| s).sum();
+                println!("{} items, {:.0} s estimated", items.len(), total);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("harness compare: {e}");
+                ExitCode::from(2)
+            }
+        };
     }
     #[cfg(feature = "fault-injection")]
     let report = harness::mutants::compare_with(&opts, args.inject.as_deref());

@@ -179,32 +179,36 @@ impl Costs {
     }
 
     /// The estimated seconds of each item: its measured time, else the mean
-    /// of the measured items of the same model and path kind (`cpu`, `gpu`,
-    /// `hybrid`, text), else of the same path kind, else 1.
+    /// of the measured items of the same prompt and path kind (`cpu`, `gpu`,
+    /// `hybrid`, `cache`, text) on other models (a long prompt is long on
+    /// every model), else of the same model and path kind, else of the
+    /// same path kind, else 1.
     pub fn estimate(&self, items: &[Item]) -> Vec<f64> {
-        let kind = |key: &str| -> String {
-            let mut parts = key.splitn(3, '/');
-            let model = parts.next().unwrap_or("");
-            let rest: Vec<&str> = parts.collect();
-            let k = match rest.as_slice() {
-                [_, path] => path.split(':').next().unwrap_or(path).to_string(),
-                _ => "text".to_string(),
-            };
-            format!("{model}\t{k}")
+        // (model, prompt, kind) of a key.
+        let parts = |key: &str| -> (String, String, String) {
+            let v: Vec<&str> = key.splitn(3, '/').collect();
+            match v.as_slice() {
+                [m, p, path] => {
+                    let k = match path.parse::<Path>() {
+                        Ok(p) => path_kind(p).to_string(),
+                        Err(_) => path.to_string(),
+                    };
+                    (m.to_string(), p.to_string(), k)
+                }
+                [m, ..] => (m.to_string(), String::new(), "text".into()),
+                [] => Default::default(),
+            }
         };
-        let mut by_model_kind: HashMap<String, (f64, usize)> = HashMap::new();
-        let mut by_kind: HashMap<String, (f64, usize)> = HashMap::new();
+        let mut by: HashMap<(u8, String, String), (f64, usize)> = HashMap::new();
         for (key, &s) in &self.seconds {
-            let mk = kind(key);
-            let k = mk.split('\t').nth(1).unwrap_or("").to_string();
-            let e = by_model_kind.entry(mk).or_default();
-            e.0 += s;
-            e.1 += 1;
-            let e = by_kind.entry(k).or_default();
-            e.0 += s;
-            e.1 += 1;
+            let (m, p, k) = parts(key);
+            for group in [(0, p, k.clone()), (1, m, k.clone()), (2, String::new(), k)] {
+                let e = by.entry(group).or_default();
+                e.0 += s;
+                e.1 += 1;
+            }
         }
-        let mean = |m: Option<&(f64, usize)>| m.map(|(s, n)| s / *n as f64);
+        let mean = |g: (u8, String, String)| by.get(&g).map(|(s, n)| s / *n as f64);
         items
             .iter()
             .map(|it| {
@@ -212,10 +216,15 @@ impl Costs {
                 if let Some(&s) = self.seconds.get(&key) {
                     return s;
                 }
-                let mk = kind(&key);
-                let k = mk.split('\t').nth(1).unwrap_or("").to_string();
-                mean(by_model_kind.get(&mk))
-                    .or_else(|| mean(by_kind.get(&k)))
+                let (m, p, k) = parts(&key);
+                let prompt_kind = if it.prompt.is_some() {
+                    mean((0, p, k.clone()))
+                } else {
+                    None
+                };
+                prompt_kind
+                    .or_else(|| mean((1, m, k.clone())))
+                    .or_else(|| mean((2, String::new(), k)))
                     .unwrap_or(1.0)
             })
             .collect()
@@ -301,7 +310,8 @@ pub fn path_kind(p: Path) -> &'static str {
 /// - every model's text checks;
 /// - every model's [`FAULT_PRONE`] prompts on its first path (the CPU);
 /// - for every model and path kind it has (gpu, hybrid, cache), its
-///   cheapest item of that kind;
+///   cheapest item of that kind, and its cheapest fault-prone prompt on
+///   the GPU path;
 /// - for every fault-prone prompt, its cheapest item on the GPU path of
 ///   any model;
 /// - and the first path of each selected prompt (the reference of the
@@ -333,6 +343,10 @@ pub fn quick(items: &[Item], cost: &[f64]) -> Vec<usize> {
             if let Some(i) = cheapest(&of) {
                 pick[i] = true;
             }
+        }
+        let prone_gpu = |it: &Item| it.model == m && prone(it) && it.path == Some(Path::Gpu);
+        if let Some(i) = cheapest(&prone_gpu) {
+            pick[i] = true;
         }
     }
     for p in FAULT_PRONE {
@@ -472,6 +486,7 @@ mod tests {
                 "b/short/hybrid:1",
                 "b/long-context/cpu",
                 "b/multilingual/cpu",
+                "b/multilingual/gpu",
             ]
         );
     }
@@ -485,18 +500,34 @@ mod tests {
     }
 
     #[test]
-    fn estimates_fall_back_by_model_and_path_kind() {
+    fn estimates_fall_back_by_prompt_model_and_path_kind() {
         let mut c = Costs::default();
         c.seconds.insert("a/p1/gpu".into(), 10.0);
         c.seconds.insert("a/p2/gpu".into(), 20.0);
         c.seconds.insert("b/p1/cpu".into(), 2.0);
+        c.seconds.insert("b/p1/hybrid:4".into(), 6.0);
+        c.seconds.insert("b/text".into(), 0.5);
         let it = [
             Item::prompt("a", "p1", Path::Gpu),
+            // a's GPU items
             Item::prompt("a", "p9", Path::Gpu),
+            // p1 on the GPU elsewhere
             Item::prompt("c", "p1", Path::Gpu),
+            // p1 on a hybrid split elsewhere (any split)
             Item::prompt("c", "p1", Path::Hybrid(3)),
+            // GPU items of any model and prompt
+            Item::prompt("c", "p7", Path::Gpu),
+            // no cache item measured
+            Item::prompt(
+                "c",
+                "p7",
+                Path::Cached {
+                    layers: None,
+                    slots: 2,
+                },
+            ),
             Item::text("a"),
         ];
-        assert_eq!(c.estimate(&it), vec![10.0, 15.0, 15.0, 1.0, 1.0]);
+        assert_eq!(c.estimate(&it), vec![10.0, 15.0, 10.0, 6.0, 15.0, 1.0, 0.5]);
     }
 }

@@ -146,6 +146,38 @@ fn git_commit(repo: &FsPath) -> String {
     }
 }
 
+/// The items `opts` selects (its shard's, if any), in run order, each with
+/// its estimated seconds: what [`run`] would run, without running it.
+pub fn selection(opts: &Options) -> Result<Vec<(Item, f64)>, String> {
+    let data =
+        ReferenceData::open_models(&opts.reference_dir, &opts.models).map_err(|e| e.to_string())?;
+    let (_, items, cost, picked) = select(opts, &data);
+    Ok(picked
+        .iter()
+        .map(|&i| (items[i].clone(), cost[i]))
+        .collect())
+}
+
+/// The run's items and their estimated costs (after `--quick`), and the
+/// indices of those this run takes (its shard's).
+fn select(
+    opts: &Options,
+    data: &ReferenceData,
+) -> (Vec<matrix::ModelPlan>, Vec<Item>, Vec<f64>, Vec<usize>) {
+    let (plans, mut items) = matrix::plan(opts, data);
+    let mut cost = opts.costs.estimate(&items);
+    if opts.quick {
+        let keep = matrix::quick(&items, &cost);
+        items = keep.iter().map(|&i| items[i].clone()).collect();
+        cost = keep.iter().map(|&i| cost[i]).collect();
+    }
+    let picked: Vec<usize> = match opts.shard {
+        Some(s) => s.pick(&items, &cost),
+        None => (0..items.len()).collect(),
+    };
+    (plans, items, cost, picked)
+}
+
 /// Runs the comparison. Errors are about the setup (unreadable reference
 /// data, an unknown model id); everything about a model is in the report.
 pub fn run(opts: &Options) -> Result<Report, String> {
@@ -180,17 +212,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             known.join(", ")
         ));
     }
-    let (plans, mut items) = matrix::plan(opts, &data);
-    let mut cost = opts.costs.estimate(&items);
-    if opts.quick {
-        let keep = matrix::quick(&items, &cost);
-        items = keep.iter().map(|&i| items[i].clone()).collect();
-        cost = keep.iter().map(|&i| cost[i]).collect();
-    }
-    let picked: Vec<usize> = match opts.shard {
-        Some(s) => s.pick(&items, &cost),
-        None => (0..items.len()).collect(),
-    };
+    let (plans, items, cost, picked) = select(opts, &data);
     let selected: HashSet<Item> = picked.iter().map(|&i| items[i].clone()).collect();
     let mut progress = Progress::new(
         picked
