@@ -64,7 +64,7 @@ struct CompareArgs {
     #[arg(long = "prompt", value_name = "ID")]
     prompts: Vec<String>,
     /// Engine paths: cpu, gpu, hybrid:N (comma-separated or repeated), or
-    /// `all`: per model cpu, gpu, hybrid:1, hybrid:L/2, hybrid:L-1 (L: its
+    /// `all`: per model cpu, gpu, hybrid:1, hybrid:L/2 (L: its
     /// layer count). The first is the reference of the others.
     #[arg(long, value_delimiter = ',', default_value = "cpu")]
     paths: Vec<String>,
