@@ -64,8 +64,9 @@ struct CompareArgs {
     #[arg(long = "prompt", value_name = "ID")]
     prompts: Vec<String>,
     /// Engine paths: cpu, gpu, hybrid:N (comma-separated or repeated), or
-    /// `all`: per model cpu, gpu, hybrid:1, hybrid:L/2 (L: its
-    /// layer count). The first is the reference of the others.
+    /// `all`: per model cpu, gpu, hybrid:1, hybrid:2 and, for an expert
+    /// model of E experts, gpu+cache:0, gpu+cache:E/2, hybrid:1+cache:E/2.
+    /// The first is the reference of the others.
     #[arg(long, value_delimiter = ',', default_value = "cpu")]
     paths: Vec<String>,
     /// Write the whole report as JSON.

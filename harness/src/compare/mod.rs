@@ -132,11 +132,13 @@ impl Path {
 }
 
 /// `--paths`: a list of paths, or `all`: per model `cpu, gpu, hybrid:1,
-/// hybrid:L/2` for its L layers (two hand-off points: after the first
-/// layer and in the middle; a third split at L-1 cost as much as the GPU
-/// path on lavapipe and ran the same hand-off), and for a model of E experts
-/// `gpu+cache:0, gpu+cache:E/2, gpu+cache:E, hybrid:1+cache:E/2`
-/// ([`Paths::for_model`]).
+/// hybrid:2` (a GPU segment of one layer and one of several, each handing
+/// off to the CPU; deeper splits ran the same hand-off and the same GPU
+/// layers at up to half the GPU path's cost on lavapipe), and for a model
+/// of E experts `gpu+cache:0, gpu+cache:E/2, hybrid:1+cache:E/2` (every
+/// expert on the host; slots that hit, miss, fill and evict; the cache on
+/// a hybrid split; a cache of all E slots ran the fills of E/2 without the
+/// evictions) ([`Paths::for_model`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Paths {
     List(Vec<Path>),
@@ -154,14 +156,14 @@ impl Paths {
             Paths::All => {
                 let last = n_layer.saturating_sub(1);
                 let mut v = vec![Path::Cpu, Path::Gpu];
-                for n in [1.min(last), n_layer / 2] {
+                for n in [1.min(last), 2.min(last)] {
                     if !v.contains(&Path::Hybrid(n)) {
                         v.push(Path::Hybrid(n));
                     }
                 }
                 if n_expert > 0 {
-                    // The expert slot cache: none, half and all of the
-                    // experts resident, and half on a hybrid split.
+                    // The expert slot cache: none and half of the experts
+                    // resident, and half on a hybrid split.
                     let half = n_expert / 2;
                     for p in [
                         Path::Cached {
@@ -171,10 +173,6 @@ impl Paths {
                         Path::Cached {
                             layers: None,
                             slots: half,
-                        },
-                        Path::Cached {
-                            layers: None,
-                            slots: n_expert,
                         },
                         Path::Cached {
                             layers: Some(1.min(last)),
@@ -389,8 +387,8 @@ mod tests {
         );
         let all = Paths::parse(&["all".to_string()]).unwrap();
         let h = Path::Hybrid;
-        assert_eq!(all.for_model(30, 0), [Path::Cpu, Path::Gpu, h(1), h(15)]);
-        assert_eq!(all.for_model(18, 0), [Path::Cpu, Path::Gpu, h(1), h(9)]);
+        assert_eq!(all.for_model(30, 0), [Path::Cpu, Path::Gpu, h(1), h(2)]);
+        assert_eq!(all.for_model(3, 0), [Path::Cpu, Path::Gpu, h(1), h(2)]);
         assert_eq!(all.for_model(2, 0), [Path::Cpu, Path::Gpu, h(1)]);
         assert_eq!(all.for_model(1, 0), [Path::Cpu, Path::Gpu, h(0)]);
         let c = |layers, slots| Path::Cached { layers, slots };
@@ -400,10 +398,9 @@ mod tests {
                 Path::Cpu,
                 Path::Gpu,
                 h(1),
-                h(12),
+                h(2),
                 c(None, 0),
                 c(None, 16),
-                c(None, 32),
                 c(Some(1), 16)
             ]
         );
