@@ -33,6 +33,12 @@ pub const ONCE: &[Once] = &[
         "attention_cpu.comp",
         &[("KV_F16", "1")],
     ),
+    ("attention_keys_cpu_f32", "attention_keys_cpu.comp", &[]),
+    (
+        "attention_keys_cpu_f16",
+        "attention_keys_cpu.comp",
+        &[("KV_F16", "1")],
+    ),
 ];
 
 /// An op compiled once per weight type: variant `{name}_{type}` of `source`

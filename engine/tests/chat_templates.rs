@@ -7,7 +7,7 @@
 //! the clock at 2024-07-23 14:05:09. SmolLM2's ChatML renders are written
 //! out by hand from its template.
 
-mod tokenizer_support;
+use crate::tokenizer_support;
 
 use engine::chat::{ChatError, ChatTemplate, Message};
 use tokenizer_support::*;

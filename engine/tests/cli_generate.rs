@@ -3,8 +3,7 @@
 //! end-of-turn token, seeds, and one-line errors (exit code 1, or 2 for an
 //! argument clap refuses) for bad input.
 
-#[path = "gguf_support/mod.rs"]
-mod gguf_support;
+use crate::gguf_support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! (bit for bit), and the scalar reference against a dequantize-then-dot of
 //! the same blocks.
 
-mod cpu_support;
+use crate::cpu_support;
 
 use cpu_support::{activations, elems, quantized_act, weight_row, Rng, TYPES};
 use engine::cpu::act::vec_dot_type;

@@ -3,7 +3,7 @@
 //! shapes, or whether it came from `matmul` or from `matvec` token by token
 //! (all bit for bit); shapes are checked without panicking.
 
-mod cpu_support;
+use crate::cpu_support;
 
 use cpu_support::{activations, quantized_act, weight_row, Rng, TYPES};
 use engine::cpu::act::vec_dot_type;

@@ -1,7 +1,7 @@
 //! One test per class of defect: small valid GGUF images, corrupted in one
 //! place, must be rejected with the right error at the right byte offset.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -15,7 +15,7 @@
 //! overwriting 8 arbitrary bytes, splicing a chunk of the file elsewhere,
 //! inserting and deleting bytes.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! tensor counts by type, key metadata, and agreement with an independent
 //! decoder. Fails, never skips, when the models are absent.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use std::collections::BTreeMap;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! Well-formed files: every value type, nested arrays, v2 and v3, custom
 //! alignment, tensor data, the typed accessors, and opening from disk.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use std::path::PathBuf;
 

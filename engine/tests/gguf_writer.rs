@@ -3,7 +3,7 @@
 //! the test suite's independent encoder, a property test over random files,
 //! and a rewrite of a real model.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use std::borrow::Cow;
 

@@ -2,7 +2,7 @@
 //! decoding agrees with batched prefill, chunking and hybrid placement do
 //! not change results, taps carry llama.cpp's names, errors are one line.
 
-mod model_support;
+use crate::model_support;
 
 use std::sync::Arc;
 

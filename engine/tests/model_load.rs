@@ -1,7 +1,7 @@
 //! Loading checks a GGUF file against its architecture's table: every
 //! defect is a one-line typed error naming what is wrong, never a panic.
 
-mod model_support;
+use crate::model_support;
 
 use engine::model::{AttnKind, ModelError};
 use engine::GgmlType;

@@ -6,7 +6,7 @@
 //! tokenizer lands; each test also checks the ids against the pieces of the
 //! GGUF's own vocabulary, so a wrong id cannot pass unnoticed.
 
-mod model_support;
+use crate::model_support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! with `cargo test --release -p engine --test model_speed -- --ignored
 //! --nocapture`). Prints tokens per second; asserts nothing about speed.
 
-mod model_support;
+use crate::model_support;
 
 use std::path::Path;
 use std::sync::Arc;

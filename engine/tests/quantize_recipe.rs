@@ -4,7 +4,7 @@
 //! llama.cpp's rules; requantizing Gemma to Q4_K_M copies every tensor and
 //! reproduces the file byte for byte.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use std::collections::BTreeMap;
 

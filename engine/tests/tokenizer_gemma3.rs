@@ -7,7 +7,7 @@
 //! `llama_token_to_piece`, the EOG set its `llama_vocab_is_eog` over the
 //! whole vocabulary.
 
-mod tokenizer_support;
+use crate::tokenizer_support;
 
 use engine::tokenizer::{ModelKind, TokenAttr};
 use tokenizer_support::*;

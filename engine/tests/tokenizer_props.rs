@@ -15,7 +15,7 @@
 //! - The stream decoder's chunks concatenate to the lossy UTF-8 of all
 //!   pieces, and no chunk ends inside a character.
 
-mod tokenizer_support;
+use crate::tokenizer_support;
 
 use engine::tokenizer::Tokenizer;
 use proptest::prelude::*;

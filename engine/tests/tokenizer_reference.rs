@@ -10,7 +10,7 @@
 //! `SHARPI_REFERENCE_DATA` points elsewhere than `<repo>/reference-data`.
 //! Missing data fails the test (it never passes by skipping).
 
-mod tokenizer_support;
+use crate::tokenizer_support;
 
 use std::path::PathBuf;
 

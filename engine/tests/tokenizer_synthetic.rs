@@ -4,7 +4,7 @@
 //! Expected ids are llama.cpp's (`llama_tokenize` of the llama.cpp that
 //! llama-cpp-sys-2 0.1.161 vendors), run on these same files.
 
-mod gguf_support;
+use crate::gguf_support;
 
 use engine::gguf::GgufFile;
 use engine::tokenizer::{TokenAttr, TokenId, Tokenizer, TokenizerError};

@@ -5,7 +5,7 @@
 //! f32 and f16 caches), NMSE after every call, the cache bytes themselves
 //! checked against the rows written, sentinels and validation at the end.
 
-mod vulkan_support;
+use crate::vulkan_support;
 
 use engine::ops::{Act, AttnParams, KvType, Ops};
 use proptest::prelude::*;
@@ -253,8 +253,9 @@ fn model_shapes() {
     .iter()
     .enumerate()
     {
-        // Both kernel layouts: attention_cpu.comp (prefill rows) and
-        // attention.comp, whichever the device does not pick itself.
+        // Both kernel layouts: the CPU layout's attention_cpu.comp (prefill
+        // rows) and attention_keys_cpu.comp (decode), and attention.comp,
+        // whichever the device does not pick itself.
         for which in 0..2 {
             if let Some(worst) = run_case_on(c, 7000 + i as u64, which) {
                 eprintln!("NMSE {worst:.2e} layout {which} {c:?}");

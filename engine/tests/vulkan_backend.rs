@@ -3,7 +3,7 @@
 //! and 64 dispatches of one pipeline on 64 different buffers in one command
 //! buffer.
 
-mod vulkan_support;
+use crate::vulkan_support;
 
 use engine::ops::{Ops, WeightSource};
 use vulkan_support::{assert_nmse, values, Pair};

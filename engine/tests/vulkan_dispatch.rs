@@ -5,7 +5,7 @@
 //!
 //! Pick a device with SHARPI_VK_DEVICE (an index or a name substring).
 
-mod vulkan_support;
+use crate::vulkan_support;
 
 use std::time::Instant;
 

@@ -10,7 +10,7 @@
 //! driver); the measurement is in the comment above each. Run with
 //! `-- --nocapture` to see the worst NMSE of each op.
 
-mod vulkan_support;
+use crate::vulkan_support;
 
 use std::cell::RefCell;
 

@@ -4,8 +4,8 @@
 //! made before loading is an upper bound of what the GPU then allocates,
 //! and a plan that does not fit is refused in one line.
 
-mod model_support;
-mod vulkan_support;
+use crate::model_support;
+use crate::vulkan_support;
 
 use std::sync::Arc;
 

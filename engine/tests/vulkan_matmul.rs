@@ -15,7 +15,7 @@
 //! one the device picks, on the full set of shapes, and the other one, forced,
 //! on fewer (on lavapipe, the GPU kernels are the slow ones).
 
-mod vulkan_support;
+use crate::vulkan_support;
 
 use engine::ggml_type::WEIGHT_TYPES as TYPES;
 use engine::ops::Ops;

@@ -19,7 +19,7 @@
 //! Every test ends with `Pair::finish`: sentinels intact, zero validation
 //! messages (synchronization validation on).
 
-mod vulkan_support;
+use crate::vulkan_support;
 
 use engine::cpu::argsort_desc;
 use engine::ggml_type::WEIGHT_TYPES;

@@ -5,8 +5,8 @@
 //! decode steps, validation on. The cache size changes where an expert is
 //! multiplied, not the result.
 
-mod model_support;
-mod vulkan_support;
+use crate::model_support;
+use crate::vulkan_support;
 
 use std::sync::Arc;
 

@@ -6,6 +6,8 @@
 //! binary: a fault is set for the whole process.
 #![cfg(feature = "fault-injection")]
 
+#[path = "gguf_support/mod.rs"]
+mod gguf_support;
 mod model_support;
 mod vulkan_support;
 

@@ -4,8 +4,8 @@
 //! top-k, renormalisation, expert products, weighted sum) on the GPU, a
 //! 9-token prefill then a decode step, validation on.
 
-mod model_support;
-mod vulkan_support;
+use crate::model_support;
+use crate::vulkan_support;
 
 use model_support::gguf_support::model_path;
 use vulkan_support::nmse;

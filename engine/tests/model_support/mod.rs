@@ -9,8 +9,9 @@ use engine::model::Model;
 use engine::quant::quantize_row;
 use engine::GgmlType;
 
-#[path = "../gguf_support/mod.rs"]
-pub mod gguf_support;
+// The including binary declares gguf_support at its root (tests/files.rs,
+// vulkan.rs, vulkan_moe_cache_fault.rs).
+pub(crate) use crate::gguf_support;
 
 pub use gguf_support::{Image, V};
 

@@ -6,10 +6,12 @@
 //! (head, query row) over the visible cache positions, with an online
 //! softmax over tiles of keys. The hazard tracker orders the two: the
 //! attention reads the cache bytes the write wrote. On CPU implementations
-//! ([`KernelLayout::Cpu`]) `shaders/attention_cpu.comp` runs instead where
-//! the head dims allow: one invocation per (query row, head), the keys and
-//! values shared by shuffles, no shared memory and no barrier (on lavapipe
-//! 4x faster, and more for long prompts).
+//! ([`KernelLayout::Cpu`]) kernels with no shared memory and no barrier run
+//! instead where the head dims allow: `shaders/attention_cpu.comp` for
+//! batches of 8 query rows or more (one invocation per (query row, head),
+//! the keys and values shared by shuffles; on lavapipe 4x faster, and more
+//! for long prompts), `shaders/attention_keys_cpu.comp` for fewer (decode:
+//! one subgroup per (head, query row), its lanes splitting the keys).
 
 use super::{Bind, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
@@ -30,6 +32,36 @@ const CPU_HEAD_DIM_STEP: usize = 32;
 const CPU_MAX_HEAD_DIM: usize = 256;
 /// Fewest query rows `attention_cpu.comp` takes (a group of 8 lanes).
 const CPU_MIN_ROWS: usize = 8;
+/// `attention_keys_cpu.comp` takes head dims in multiples of this (vec4
+/// reads) up to [`CPU_MAX_HEAD_DIM`].
+const CPU_KEYS_HEAD_DIM_STEP: usize = 4;
+
+/// The attention kernel of a batch of `t` query rows with head dims
+/// `dk`/`dv` under `layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// `attention.comp`: a workgroup of 64 per (head, row), barriers.
+    Shared,
+    /// `attention_cpu.comp`: an invocation per (row, head).
+    CpuRows,
+    /// `attention_keys_cpu.comp`: a subgroup per (head, row).
+    CpuKeys,
+}
+
+fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize) -> Kernel {
+    let fits = |step: usize| {
+        dk.is_multiple_of(step) && dv.is_multiple_of(step) && dk.max(dv) <= CPU_MAX_HEAD_DIM
+    };
+    if layout != KernelLayout::Cpu {
+        Kernel::Shared
+    } else if t >= CPU_MIN_ROWS && fits(CPU_HEAD_DIM_STEP) {
+        Kernel::CpuRows
+    } else if fits(CPU_KEYS_HEAD_DIM_STEP) {
+        Kernel::CpuKeys
+    } else {
+        Kernel::Shared
+    }
+}
 
 /// `KvWritePush` of `shaders/common/attention.glsl`: f16 cache elements
 /// `e0..e1` = `src[src_offset..]`, one invocation per cache word
@@ -79,6 +111,8 @@ const _: () = {
     assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F16.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_KEYS_CPU_F32.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_KEYS_CPU_F16.push_constant_size as usize);
 };
 
 // SAFETY: repr(C), thirteen 32-bit fields (u32 / f32), 52 bytes (asserted
@@ -195,20 +229,14 @@ pub(super) fn attention(
         softcap: p.softcap.unwrap_or(0.0),
         n_rows: u32_of(t, "rows"),
     };
-    // The CPU-implementation kernel: head rows in whole groups of 8 vec4s.
-    // Decode (fewer rows than a group of lanes) keeps attention.comp,
-    // whose workgroup spreads the keys over its invocations.
-    let cpu = b.kernel_layout == KernelLayout::Cpu
-        && t >= CPU_MIN_ROWS
-        && dk % CPU_HEAD_DIM_STEP == 0
-        && dv % CPU_HEAD_DIM_STEP == 0
-        && dk <= CPU_MAX_HEAD_DIM
-        && dv <= CPU_MAX_HEAD_DIM;
-    let shader = match (c.ty, cpu) {
-        (KvType::F32, false) => &shaders::ATTENTION_F32,
-        (KvType::F16, false) => &shaders::ATTENTION_F16,
-        (KvType::F32, true) => &shaders::ATTENTION_CPU_F32,
-        (KvType::F16, true) => &shaders::ATTENTION_CPU_F16,
+    let kernel = kernel(b.kernel_layout, t, dk, dv);
+    let shader = match (c.ty, kernel) {
+        (KvType::F32, Kernel::Shared) => &shaders::ATTENTION_F32,
+        (KvType::F16, Kernel::Shared) => &shaders::ATTENTION_F16,
+        (KvType::F32, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F32,
+        (KvType::F16, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F16,
+        (KvType::F32, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F32,
+        (KvType::F16, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F16,
     };
     let binds = [
         Bind::act(q),
@@ -222,15 +250,38 @@ pub(super) fn attention(
         },
         Bind::act(out),
     ];
-    let groups = if cpu {
+    let groups = match kernel {
         // x: rows (64 per workgroup), y: heads.
-        [
+        Kernel::CpuRows => [
             u32_of(t.div_ceil(shader.local_size[0] as usize), "rows"),
             push.n_head,
             1,
-        ]
-    } else {
-        [push.n_head, u32_of(t, "rows"), 1]
+        ],
+        // x: heads, y: rows.
+        Kernel::Shared | Kernel::CpuKeys => [push.n_head, u32_of(t, "rows"), 1],
     };
     b.dispatch(shader, &binds, &push, groups);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_by_layout_rows_and_head_dims() {
+        let (gpu, cpu) = (KernelLayout::Gpu, KernelLayout::Cpu);
+        assert_eq!(kernel(gpu, 1, 64, 64), Kernel::Shared);
+        assert_eq!(kernel(gpu, 64, 64, 64), Kernel::Shared);
+        // Decode and short batches: the keys kernel; 8 rows and more: the
+        // rows kernel where the dims are whole groups of 8 vec4s.
+        assert_eq!(kernel(cpu, 1, 64, 64), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 7, 256, 256), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 8, 64, 64), Kernel::CpuRows);
+        assert_eq!(kernel(cpu, 8, 80, 80), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 1, 64, 32), Kernel::CpuKeys);
+        // Past what the CPU kernels hold: the shared-memory kernel.
+        assert_eq!(kernel(cpu, 1, 17, 9), Kernel::Shared);
+        assert_eq!(kernel(cpu, 1, 512, 64), Kernel::Shared);
+        assert_eq!(kernel(cpu, 64, 288, 288), Kernel::Shared);
+    }
 }

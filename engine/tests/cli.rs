@@ -1,0 +1,13 @@
+//! The sharpi command line: generate, inspect, quantize.
+//! One test binary for these files (each file a module, as it was one
+//! binary): fewer binaries to compile and link.
+
+#[path = "gguf_support/mod.rs"]
+mod gguf_support;
+
+#[path = "cli_generate.rs"]
+mod cli_generate;
+#[path = "cli_inspect.rs"]
+mod cli_inspect;
+#[path = "cli_quantize.rs"]
+mod cli_quantize;

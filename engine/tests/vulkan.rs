@@ -1,0 +1,29 @@
+//! The Vulkan backend against the CPU backend: every op on random inputs, dispatch, hybrid and expert placement.
+//! One test binary for these files (each file a module, as it was one
+//! binary): fewer binaries to compile and link.
+
+#[path = "gguf_support/mod.rs"]
+mod gguf_support;
+#[path = "model_support/mod.rs"]
+mod model_support;
+#[path = "vulkan_support/mod.rs"]
+mod vulkan_support;
+
+#[path = "vulkan_attention.rs"]
+mod vulkan_attention;
+#[path = "vulkan_backend.rs"]
+mod vulkan_backend;
+#[path = "vulkan_dispatch.rs"]
+mod vulkan_dispatch;
+#[path = "vulkan_elementwise.rs"]
+mod vulkan_elementwise;
+#[path = "vulkan_hybrid.rs"]
+mod vulkan_hybrid;
+#[path = "vulkan_matmul.rs"]
+mod vulkan_matmul;
+#[path = "vulkan_moe.rs"]
+mod vulkan_moe;
+#[path = "vulkan_moe_cache.rs"]
+mod vulkan_moe_cache;
+#[path = "vulkan_moe_model.rs"]
+mod vulkan_moe_model;
