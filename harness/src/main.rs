@@ -69,16 +69,8 @@ struct CompareArgs {
     /// The first is the reference of the others.
     #[arg(long, value_delimiter = ',', default_value = "cpu")]
     paths: Vec<String>,
-    /// Write the whole report as JSON.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write JUnit XML: one test case per model × prompt × path × check.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Write one self-contained HTML page: the table and, per model, plots
-    /// of tap NMSE by layer and of KLD and top-1 per position.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    files: ReportFiles,
     /// The limits, per model and path (relative to --repo).
     #[arg(long, default_value = "ci/thresholds.toml")]
     thresholds: PathBuf,
@@ -142,13 +134,22 @@ struct MergeArgs {
     /// The shards' reports (`compare --shard K/N --json FILE`).
     #[arg(required = true)]
     reports: Vec<PathBuf>,
-    /// Write the merged report as JSON.
+    #[command(flatten)]
+    files: ReportFiles,
+}
+
+/// Where a comparison's report goes besides its table on stdout (`compare`
+/// and `merge`).
+#[derive(Args)]
+struct ReportFiles {
+    /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write JUnit XML.
+    /// Write JUnit XML: one test case per model × prompt × path × check.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Write the HTML report.
+    /// Write one self-contained HTML page: the table and, per model, plots
+    /// of tap NMSE by layer and of KLD and top-1 per position.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
 }
@@ -225,19 +226,17 @@ fn read_reports(files: &[PathBuf]) -> Result<Vec<harness::compare::Report>, Stri
 
 /// Writes the report's table to stdout and its JSON, JUnit and HTML where
 /// asked; the exit code is its verdict (2: a file could not be written).
-fn publish(
-    report: &harness::compare::Report,
-    json: &Option<PathBuf>,
-    junit: &Option<PathBuf>,
-    html: &Option<PathBuf>,
-    tool: &str,
-) -> ExitCode {
+fn publish(report: &harness::compare::Report, files: &ReportFiles, tool: &str) -> ExitCode {
     use harness::compare::{self, Report};
     print!("{}", report.table());
     let outputs = [
-        (json, "report", Report::to_json as fn(&Report) -> String),
-        (junit, "JUnit XML", compare::junit::to_junit),
-        (html, "HTML report", compare::html::to_html),
+        (
+            &files.json,
+            "report",
+            Report::to_json as fn(&Report) -> String,
+        ),
+        (&files.junit, "JUnit XML", compare::junit::to_junit),
+        (&files.html, "HTML report", compare::html::to_html),
     ];
     for (path, what, render) in outputs {
         let Some(path) = path else { continue };
@@ -257,7 +256,7 @@ fn publish(
 fn merge(args: MergeArgs) -> ExitCode {
     let merged = read_reports(&args.reports).and_then(harness::compare::merge::merge);
     match merged {
-        Ok(r) => publish(&r, &args.json, &args.junit, &args.html, "harness merge"),
+        Ok(r) => publish(&r, &args.files, "harness merge"),
         Err(e) => {
             eprintln!("harness merge: {e}");
             ExitCode::from(2)
@@ -378,13 +377,7 @@ fn compare(args: CompareArgs) -> ExitCode {
     if let Some(table) = engine::vulkan::profile::report() {
         eprintln!("harness compare: device time per shader (SHARPI_VK_PROFILE)\n{table}");
     }
-    publish(
-        &report,
-        &args.json,
-        &args.junit,
-        &args.html,
-        "harness compare",
-    )
+    publish(&report, &args.files, "harness compare")
 }
 
 #[cfg(feature = "fault-injection")]

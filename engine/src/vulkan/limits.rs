@@ -37,6 +37,13 @@ impl DeviceLimits {
             .map(|h| h.size)
             .sum();
         let l = &props.limits;
+        // Whether compute shaders have the subgroup operations `ops`.
+        let compute_has = |ops: vk::SubgroupFeatureFlags| {
+            subgroup
+                .supported_stages
+                .contains(vk::ShaderStageFlags::COMPUTE)
+                && subgroup.supported_operations.contains(ops)
+        };
         DeviceLimits {
             max_compute_work_group_count: l.max_compute_work_group_count,
             max_push_constants_size: l.max_push_constants_size,
@@ -45,18 +52,8 @@ impl DeviceLimits {
             min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
             timestamp_period: l.timestamp_period,
             subgroup_size: subgroup.subgroup_size,
-            subgroup_shuffle: subgroup
-                .supported_stages
-                .contains(vk::ShaderStageFlags::COMPUTE)
-                && subgroup
-                    .supported_operations
-                    .contains(vk::SubgroupFeatureFlags::SHUFFLE),
-            subgroup_arithmetic: subgroup
-                .supported_stages
-                .contains(vk::ShaderStageFlags::COMPUTE)
-                && subgroup
-                    .supported_operations
-                    .contains(vk::SubgroupFeatureFlags::ARITHMETIC),
+            subgroup_shuffle: compute_has(vk::SubgroupFeatureFlags::SHUFFLE),
+            subgroup_arithmetic: compute_has(vk::SubgroupFeatureFlags::ARITHMETIC),
         }
     }
 }
