@@ -246,14 +246,14 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         if !selected.iter().any(|it| it.model == entry.id) {
             continue;
         }
-        report.models.push(model::run_model(
+        let run = model::ModelRun {
             opts,
-            &data,
+            data: &data,
             entry,
-            &plan.paths,
-            &selected,
-            &mut progress,
-        ));
+            paths: &plan.paths,
+            selected: &selected,
+        };
+        report.models.push(run.report(&mut progress));
     }
     report.seconds = start.elapsed().as_secs_f64();
     Ok(report)

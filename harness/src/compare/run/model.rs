@@ -29,157 +29,164 @@ use crate::reference::format::{Manifest, ManifestModel, PromptCapture};
 use crate::reference::writer::sha256_file;
 use crate::reference::{ModelRef, PromptData, ReferenceData};
 
-/// Runs the items of `selected` that belong to model `entry`, whose paths
-/// are `paths`. The model-level checks and failures belong to its text
-/// item: a run without it (another shard's) makes them but reports none.
-pub(super) fn run_model(
-    opts: &Options,
-    data: &ReferenceData,
-    entry: &ManifestModel,
-    paths: &[Path],
-    selected: &HashSet<Item>,
-    progress: &mut Progress,
-) -> ModelReport {
-    let start = Instant::now();
-    let text_item = Item::text(&entry.id);
-    let text = selected.contains(&text_item);
-    let mut r = model_report(opts, data, entry, paths, selected, progress, text);
-    if !text {
-        // Model-level findings are the text item's.
-        r.failures.clear();
-        r.tokenizer = None;
-        r.chat = None;
-        r.text_seconds = 0.0;
-    }
-    r.seconds = start.elapsed().as_secs_f64();
-    r
+/// One model's share of a run: the items of `selected` that belong to
+/// model `entry`, whose paths are `paths`.
+#[derive(Clone, Copy)]
+pub(super) struct ModelRun<'a> {
+    pub opts: &'a Options,
+    pub data: &'a ReferenceData,
+    pub entry: &'a ManifestModel,
+    pub paths: &'a [Path],
+    pub selected: &'a HashSet<Item>,
 }
 
-fn model_report(
-    opts: &Options,
-    data: &ReferenceData,
-    entry: &ManifestModel,
-    paths: &[Path],
-    selected: &HashSet<Item>,
-    progress: &mut Progress,
-    text: bool,
-) -> ModelReport {
-    let start = Instant::now();
-    let explicit = opts.models.contains(&entry.id);
-    let mut r = ModelReport::new(entry);
-    let text_item = Item::text(&entry.id);
-    // The text item ends where the text checks do, or where the model
-    // cannot go further.
-    let text_done = |r: &mut ModelReport, progress: &mut Progress| {
-        if text && r.text_seconds == 0.0 {
-            r.text_seconds = start.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
-            progress.done(&text_item, r.failures.is_empty(), r.text_seconds);
+impl ModelRun<'_> {
+    /// Runs the model's items. The model-level checks and failures belong
+    /// to its text item: a run without it (another shard's) makes them but
+    /// reports none.
+    pub(super) fn report(self, progress: &mut Progress) -> ModelReport {
+        let start = Instant::now();
+        let text = self.selected.contains(&Item::text(&self.entry.id));
+        let mut r = self.measure(progress, text);
+        if !text {
+            // Model-level findings are the text item's.
+            r.failures.clear();
+            r.tokenizer = None;
+            r.chat = None;
+            r.text_seconds = 0.0;
         }
-    };
-    let skip = |r: &mut ModelReport, why: String| {
-        if explicit {
-            r.failures.push(Failure::new("model", why));
-        } else {
-            r.skipped = Some(why);
-        }
-    };
-    let Some(model_ref) = data.model(&entry.id) else {
-        skip(&mut r, "not captured".into());
-        text_done(&mut r, progress);
-        return r;
-    };
+        r.seconds = start.elapsed().as_secs_f64();
+        r
+    }
 
-    let gguf = match open_as_captured(opts, entry) {
-        Ok(g) => g,
-        Err(e) => {
-            r.failures.push(Failure::new("model", e));
+    /// The model's checks and items, with its model-level findings made
+    /// whether or not `text` (its text item is this run's) says to keep
+    /// them.
+    fn measure(self, progress: &mut Progress, text: bool) -> ModelReport {
+        let ModelRun {
+            opts,
+            data,
+            entry,
+            paths,
+            selected,
+        } = self;
+        let start = Instant::now();
+        let explicit = opts.models.contains(&entry.id);
+        let mut r = ModelReport::new(entry);
+        let text_item = Item::text(&entry.id);
+        // The text item ends where the text checks do, or where the model
+        // cannot go further.
+        let text_done = |r: &mut ModelReport, progress: &mut Progress| {
+            if text && r.text_seconds == 0.0 {
+                r.text_seconds = start.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
+                progress.done(&text_item, r.failures.is_empty(), r.text_seconds);
+            }
+        };
+        let skip = |r: &mut ModelReport, why: String| {
+            if explicit {
+                r.failures.push(Failure::new("model", why));
+            } else {
+                r.skipped = Some(why);
+            }
+        };
+        let Some(model_ref) = data.model(&entry.id) else {
+            skip(&mut r, "not captured".into());
             text_done(&mut r, progress);
             return r;
-        }
-    };
+        };
 
-    // Tokenizer and chat template: they need no forward pass, so they are
-    // compared for every model, whatever its architecture.
-    let tok = match Tokenizer::from_gguf(&gguf) {
-        Ok(t) => t,
-        Err(e) => {
-            r.failures
-                .push(Failure::new("tokenizer", format!("cannot build it: {e}")));
-            text_done(&mut r, progress);
-            return r;
-        }
-    };
-    let template = chat_template(model_ref, &gguf, &tok, &mut r);
-    if text {
-        eog_check(model_ref, &tok, &mut r);
-        if opts.corpus {
-            corpus_check(opts, model_ref, &tok, &mut r);
-            if let Some(t) = &template {
-                render_check(opts, model_ref, &gguf, t, &mut r);
+        let gguf = match open_as_captured(opts, entry) {
+            Ok(g) => g,
+            Err(e) => {
+                r.failures.push(Failure::new("model", e));
+                text_done(&mut r, progress);
+                return r;
+            }
+        };
+
+        // Tokenizer and chat template: they need no forward pass, so they are
+        // compared for every model, whatever its architecture.
+        let tok = match Tokenizer::from_gguf(&gguf) {
+            Ok(t) => t,
+            Err(e) => {
+                r.failures
+                    .push(Failure::new("tokenizer", format!("cannot build it: {e}")));
+                text_done(&mut r, progress);
+                return r;
+            }
+        };
+        let template = chat_template(model_ref, &gguf, &tok, &mut r);
+        if text {
+            eog_check(model_ref, &tok, &mut r);
+            if opts.corpus {
+                corpus_check(opts, model_ref, &tok, &mut r);
+                if let Some(t) = &template {
+                    render_check(opts, model_ref, &gguf, t, &mut r);
+                }
             }
         }
-    }
 
-    if spec::lookup(&entry.architecture).is_none() {
-        skip(
-            &mut r,
-            format!("architecture {} not implemented", entry.architecture),
-        );
+        if spec::lookup(&entry.architecture).is_none() {
+            skip(
+                &mut r,
+                format!("architecture {} not implemented", entry.architecture),
+            );
+            text_done(&mut r, progress);
+            return r;
+        }
         text_done(&mut r, progress);
-        return r;
-    }
-    text_done(&mut r, progress);
-    let wanted = |prompt: &str| -> Vec<bool> {
-        paths
-            .iter()
-            .map(|&p| selected.contains(&Item::prompt(&entry.id, prompt, p)))
-            .collect()
-    };
-    if !model_ref.prompts().any(|p| wanted(&p.id).contains(&true)) {
-        return r;
-    }
-    let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
-        Ok(m) => Arc::new(m),
-        // A feature the engine refuses by name (experts, say) is skipped
-        // as an architecture it lacks is.
-        Err(e @ ModelError::Unsupported { .. }) => {
-            skip(&mut r, format!("{}: {e}", entry.file));
+        let wanted = |prompt: &str| -> Vec<bool> {
+            paths
+                .iter()
+                .map(|&p| selected.contains(&Item::prompt(&entry.id, prompt, p)))
+                .collect()
+        };
+        if !model_ref.prompts().any(|p| wanted(&p.id).contains(&true)) {
             return r;
         }
-        Err(e) => {
-            r.failures
-                .push(Failure::new("model", format!("{}: {e}", entry.file)));
-            return r;
-        }
-    };
+        let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
+            Ok(m) => Arc::new(m),
+            // A feature the engine refuses by name (experts, say) is skipped
+            // as an architecture it lacks is.
+            Err(e @ ModelError::Unsupported { .. }) => {
+                skip(&mut r, format!("{}: {e}", entry.file));
+                return r;
+            }
+            Err(e) => {
+                r.failures
+                    .push(Failure::new("model", format!("{}: {e}", entry.file)));
+                return r;
+            }
+        };
 
-    // One session per path for all the prompts (reset between them): the
-    // context fits the longest prompt and its greedy steps.
-    let n_ctx = model_ref
-        .prompts()
-        .map(|p| p.n_tokens + opts.greedy_steps.min(64) + 1)
-        .max()
-        .unwrap_or(1);
-    r.paths = paths.to_vec();
-    let ctx = ModelCtx {
-        paths: r.paths.clone(),
-        opts,
-        manifest: data.manifest(),
-        model_ref,
-        model,
-        tok,
-        template,
-        n_ctx,
-        sessions: RefCell::new(HashMap::new()),
-    };
-    for prompt in model_ref.prompts() {
-        let want = wanted(&prompt.id);
-        if want.contains(&true) {
-            r.prompts
-                .extend(ctx.run_prompt_paths(prompt, &want, progress));
+        // One session per path for all the prompts (reset between them): the
+        // context fits the longest prompt and its greedy steps.
+        let n_ctx = model_ref
+            .prompts()
+            .map(|p| p.n_tokens + opts.greedy_steps.min(64) + 1)
+            .max()
+            .unwrap_or(1);
+        r.paths = paths.to_vec();
+        let ctx = ModelCtx {
+            paths: r.paths.clone(),
+            opts,
+            manifest: data.manifest(),
+            model_ref,
+            model,
+            tok,
+            template,
+            n_ctx,
+            sessions: RefCell::new(HashMap::new()),
+        };
+        for prompt in model_ref.prompts() {
+            let want = wanted(&prompt.id);
+            if want.contains(&true) {
+                r.prompts
+                    .extend(ctx.run_prompt_paths(prompt, &want, progress));
+            }
         }
+        r
     }
-    r
 }
 
 /// The model file at `entry.file`, checked to be the file llama.cpp ran.
