@@ -1,4 +1,5 @@
-//! autotests is off (engine/Cargo.toml): every file of tests/ must be a test
+//! autotests is off (the package's Cargo.toml; engine and harness share this
+//! file): every file of its tests/ must be a test
 //! binary of its own (a `[[test]]` path) or a module of one (a `#[path]` in
 //! such a binary's file), or its tests would silently never run.
 

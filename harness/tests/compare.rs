@@ -13,5 +13,5 @@ mod compare_html;
 mod compare_shards;
 #[path = "reference_data.rs"]
 mod reference_data;
-#[path = "test_binaries.rs"]
+#[path = "../../engine/tests/test_binaries.rs"]
 mod test_binaries;
