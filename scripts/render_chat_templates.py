@@ -95,6 +95,14 @@ def compile_template(template: str, now: datetime.datetime):
     return env.from_string(template)
 
 
+def shown(path: pathlib.Path) -> str:
+    """A path relative to the repository when it is inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def field_value(reader: GGUFReader, key: str):
     f = reader.fields.get(key)
     return None if f is None else f.contents()
@@ -123,13 +131,16 @@ def render(compiled, specials, messages, add_generation_prompt):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--now", default="2026-01-01T00:00:00", help="instant strftime_now formats (ISO 8601)")
+    ap.add_argument("--data", default=str(DATA),
+                    help="the reference directory (default reference-data/; `harness capture --model` passes its --out)")
     args = ap.parse_args()
     now = datetime.datetime.fromisoformat(args.now)
+    data = pathlib.Path(args.data).resolve()
 
-    models = json.loads((DATA / "models.json").read_text(encoding="utf-8"))["models"]
-    conversations = json.loads((DATA / "prompts" / "conversations.json").read_text(encoding="utf-8"))
-    chat_prompts = sorted((DATA / "prompts").glob("*.chat.json"))
-    out_dir = DATA / "chat"
+    models = json.loads((data / "models.json").read_text(encoding="utf-8"))["models"]
+    conversations = json.loads((data / "prompts" / "conversations.json").read_text(encoding="utf-8"))
+    chat_prompts = sorted((data / "prompts").glob("*.chat.json"))
+    out_dir = data / "chat"
     out_dir.mkdir(exist_ok=True)
 
     for m in models:
@@ -137,7 +148,7 @@ def main() -> int:
         if not m["has_chat_template"]:
             if out.exists():
                 out.unlink()
-                print(f"[render-chat-templates] {m['id']}: no chat template, removed {out.relative_to(ROOT)}")
+                print(f"[render-chat-templates] {m['id']}: no chat template, removed {shown(out)}")
             continue
         path = ROOT / m["file"]
         if not path.is_file():
@@ -177,7 +188,7 @@ def main() -> int:
             "prompts": prompts,
         }
         out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"[render-chat-templates] {m['id']}: {len(renders)} conversation renders, {len(prompts)} chat prompts -> {out.relative_to(ROOT)}")
+        print(f"[render-chat-templates] {m['id']}: {len(renders)} conversation renders, {len(prompts)} chat prompts -> {shown(out)}")
     return 0
 
 

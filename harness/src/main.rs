@@ -45,6 +45,11 @@ enum Command {
         #[arg(long, default_value = "ci/compare-costs.json")]
         out: PathBuf,
     },
+    /// Run the paths on a reference directory without limits, take the
+    /// worst figure of each kind per path (and per path against the
+    /// first), multiply by the headroom and write a commented limits file
+    /// for `compare --thresholds` (rules: docs/harness.md).
+    Calibrate(CalibrateArgs),
     /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
     /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
     Manifest {
@@ -56,12 +61,15 @@ enum Command {
 
 #[derive(Args)]
 struct CompareArgs {
-    /// Compare only this model (repeatable). A model named here fails when
-    /// it cannot be compared (unsupported architecture, not captured).
-    #[arg(long = "model", value_name = "ID")]
+    /// Compare only this model (repeatable): its id, or its GGUF file (a
+    /// path: matched to the reference's model by SHA-256 and run from
+    /// there). A model named here fails when it cannot be compared
+    /// (unsupported architecture, not captured).
+    #[arg(long = "model", value_name = "ID|PATH")]
     models: Vec<String>,
-    /// Only this prompt (repeatable).
-    #[arg(long = "prompt", value_name = "ID")]
+    /// Only this prompt (repeatable): its id, or its file (<id>.txt or
+    /// <id>.chat.json, the bytes captured).
+    #[arg(long = "prompt", value_name = "ID|PATH")]
     prompts: Vec<String>,
     /// Engine paths: cpu, gpu, hybrid:N (comma-separated or repeated), or
     /// `all`: per model cpu, gpu, hybrid:1, hybrid:2 and, for an expert
@@ -74,8 +82,9 @@ struct CompareArgs {
     /// The limits, per model and path (relative to --repo).
     #[arg(long, default_value = "ci/thresholds.toml")]
     thresholds: PathBuf,
-    /// The reference data (relative to --repo).
-    #[arg(long, default_value = "reference-data")]
+    /// The reference data (relative to --repo): reference-data/ or a
+    /// directory written by `harness capture --model PATH --out DIR`.
+    #[arg(long, value_name = "DIR", default_value = "reference-data")]
     reference: PathBuf,
     /// Repository root (model paths are relative to it too).
     #[arg(long, default_value = ".")]
@@ -127,6 +136,47 @@ struct CompareArgs {
     #[cfg(feature = "fault-injection")]
     #[arg(long, value_name = "FAULT")]
     inject: Option<String>,
+}
+
+#[derive(Args)]
+struct CalibrateArgs {
+    /// The reference data (relative to --repo).
+    #[arg(long, value_name = "DIR", default_value = "reference-data")]
+    reference: PathBuf,
+    /// The model (repeatable; default every model of DIR): id or GGUF path.
+    #[arg(long = "model", value_name = "ID|PATH")]
+    models: Vec<String>,
+    /// Only this prompt (repeatable): id or file.
+    #[arg(long = "prompt", value_name = "ID|PATH")]
+    prompts: Vec<String>,
+    /// The paths, as for compare (the first is the others' reference).
+    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    paths: Vec<String>,
+    /// The limits file to write.
+    #[arg(long, value_name = "LIMITS.toml")]
+    out: PathBuf,
+    /// Each limit is the worst measurement times this (then rounded up to
+    /// 1, 2 or 5 times a power of ten).
+    #[arg(long, default_value_t = 4.0)]
+    headroom: f64,
+    /// Also write the run's report (what the limits were drawn from).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Repository root.
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+    /// Greedy tokens compared at most per prompt.
+    #[arg(long, default_value_t = 32)]
+    greedy_steps: usize,
+    /// CPU threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// The Vulkan device of the GPU paths: an index or part of its name.
+    #[arg(long, value_name = "INDEX|NAME")]
+    device: Option<String>,
+    /// Run the GPU paths without the Vulkan validation layer.
+    #[arg(long)]
+    no_validation: bool,
 }
 
 #[derive(Args)]
@@ -183,12 +233,41 @@ struct MutantsArgs {
 #[derive(Args)]
 struct CaptureArgs {
     /// Capture only these model ids of reference-data/models.json.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with = "model")]
     models: Vec<String>,
+    /// Capture this GGUF file (any model the engine reads) on the prompts
+    /// of --prompts and -p into a new, self-contained directory (--out,
+    /// required), without touching the repository.
+    #[arg(long, value_name = "PATH", requires = "out")]
+    model: Option<PathBuf>,
+    /// With --model: a prompts file, one JSON object per line:
+    /// {"id": ..., "text": ...} or {"id": ..., "messages": [...],
+    /// "add_generation_prompt": true} (docs/harness.md).
+    #[arg(long, value_name = "FILE.jsonl", requires = "model")]
+    prompts: Option<PathBuf>,
+    /// With --model: a prompt's text (repeatable; ids p1, p2, ... after the
+    /// file's).
+    #[arg(short = 'p', long = "prompt", value_name = "TEXT", requires = "model")]
+    prompt_texts: Vec<String>,
+    /// With --model: the -p texts are chat prompts (one user message each,
+    /// through the model's chat template), and the template's renders of
+    /// the conversations are captured for the chat-template check.
+    #[arg(long, requires = "model")]
+    chat: bool,
+    /// With --model: the model's id in the directory (default: from the
+    /// file name).
+    #[arg(long, requires = "model")]
+    id: Option<String>,
+    /// With --model: greedy continuation length.
+    #[arg(long, default_value_t = 32, requires = "model")]
+    greedy_steps: usize,
+    /// With --model: llama.cpp threads.
+    #[arg(long, default_value_t = 2, requires = "model")]
+    threads: u32,
     /// Output directory; another directory than <repo>/reference-data gets a
-    /// copy of the inputs as well.
-    #[arg(long, default_value = "reference-data")]
-    out: PathBuf,
+    /// copy of the inputs as well. With --model: a new or empty directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Repository root (model paths and inputs are relative to it).
     #[arg(long, default_value = ".")]
     repo: PathBuf,
@@ -196,7 +275,7 @@ struct CaptureArgs {
     #[arg(long)]
     verbose: bool,
     /// Print every node of each model's compute graph and capture nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model")]
     list_nodes: bool,
 }
 
@@ -210,6 +289,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge(args),
         Command::Costs { reports, out } => costs(&reports, &out),
         Command::Manifest { dir } => manifest(&dir),
+        Command::Calibrate(args) => calibrate(args),
     }
 }
 
@@ -309,8 +389,23 @@ fn compare(args: CompareArgs) -> ExitCode {
     };
     let mut opts = Options::new(&args.repo, thresholds);
     opts.reference_dir = args.repo.join(&args.reference);
-    opts.models = args.models;
-    opts.prompts = args.prompts;
+    let named = compare::names::resolve_models(&opts.reference_dir, &args.models).and_then(|m| {
+        Ok((
+            m,
+            compare::names::resolve_prompts(&opts.reference_dir, &args.prompts)?,
+        ))
+    });
+    match named {
+        Ok((models, prompts)) => {
+            opts.models = models.ids;
+            opts.model_files = models.files;
+            opts.prompts = prompts;
+        }
+        Err(e) => {
+            eprintln!("harness compare: {e}");
+            return ExitCode::from(2);
+        }
+    }
     opts.paths = match compare::Paths::parse(&args.paths) {
         Ok(p) => p,
         Err(e) => {
@@ -421,6 +516,125 @@ fn mutants(args: MutantsArgs) -> ExitCode {
     }
 }
 
+fn calibrate(args: CalibrateArgs) -> ExitCode {
+    use harness::compare::{self, calibrate, Options, Thresholds};
+    let fail = |e: String| {
+        eprintln!("harness calibrate: {e}");
+        ExitCode::from(2)
+    };
+    if !(args.headroom.is_finite() && args.headroom >= 1.0) {
+        return fail(format!(
+            "--headroom {}: a factor of at least 1",
+            args.headroom
+        ));
+    }
+    let mut opts = Options::new(
+        &args.repo,
+        Thresholds {
+            source: "(none: calibrating)".into(),
+            models: Default::default(),
+        },
+    );
+    opts.reference_dir = args.repo.join(&args.reference);
+    match compare::names::resolve_models(&opts.reference_dir, &args.models) {
+        Ok(m) => {
+            opts.models = m.ids;
+            opts.model_files = m.files;
+        }
+        Err(e) => return fail(e),
+    }
+    match compare::names::resolve_prompts(&opts.reference_dir, &args.prompts) {
+        Ok(p) => opts.prompts = p,
+        Err(e) => return fail(e),
+    }
+    opts.paths = match compare::Paths::parse(&args.paths) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("--paths: {e}")),
+    };
+    opts.greedy_steps = args.greedy_steps;
+    opts.threads = args.threads;
+    opts.progress = true;
+    if let Some(d) = &args.device {
+        opts.device = d.parse().expect("infallible");
+    }
+    opts.validation &= !args.no_validation;
+    let report = match compare::run(&opts) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, report.to_json()) {
+            return fail(format!("{}: {e}", path.display()));
+        }
+    }
+    // Only the missing limits may fail: anything else (a tokenizer or
+    // template mismatch, an engine error, a validation message) would be
+    // calibrated into the limits.
+    let other: Vec<String> = report
+        .failures()
+        .into_iter()
+        .filter(|(_, f)| f.check != "thresholds")
+        .map(|(at, f)| format!("{at}: {}: {}", f.check, f.detail))
+        .collect();
+    if !other.is_empty() {
+        eprintln!(
+            "harness calibrate: {} checks failed that limits do not cover; fix them first:",
+            other.len()
+        );
+        for o in other.iter().take(20) {
+            eprintln!("  {o}");
+        }
+        return ExitCode::FAILURE;
+    }
+    let rules = calibrate::Rules {
+        headroom: args.headroom,
+        ..Default::default()
+    };
+    let body = match calibrate::draft(&report, &rules) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
+    if body.is_empty() {
+        return fail("nothing was measured (no model or prompt ran)".into());
+    }
+    let text =
+        format!(
+        "# Limits for `harness compare --thresholds`, drawn by `harness calibrate` from one run:\n\
+         #   reference {} (manifest SHA-256 {}), commit {}\n\
+         #   paths {}, prompts {}, {} items in {:.0} s\n\
+         # Each limit: the worst measurement times {} rounded up to 1, 2 or 5 x 10^k\n\
+         # (floors 1e-12 for an NMSE, 1e-9 for a KLD); on the cpu path layer 0's taps\n\
+         # follow the rules of ci/thresholds.toml (1e-10 before any requantization,\n\
+         # 1e-3 after) unless measured above them. Read the comments before use.\n\n{body}",
+        opts.reference_dir.display(),
+        report.provenance.reference_sha256,
+        report.provenance.commit,
+        args.paths.join(","),
+        if args.prompts.is_empty() { "all".to_string() } else { args.prompts.join(",") },
+        report.ran.len(),
+        report.seconds,
+        args.headroom,
+    );
+    if let Err(e) = Thresholds::parse(&text, &args.out.display().to_string()) {
+        return fail(format!("the drafted limits do not parse: {e}"));
+    }
+    if let Err(e) = std::fs::write(&args.out, &text) {
+        return fail(format!("{}: {e}", args.out.display()));
+    }
+    eprintln!(
+        "harness calibrate: limits of {} written to {}",
+        report
+            .models
+            .iter()
+            .filter(|m| !m.prompts.is_empty())
+            .map(|m| m.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.out.display()
+    );
+    ExitCode::SUCCESS
+}
+
 fn manifest(dir: &std::path::Path) -> ExitCode {
     use harness::reference::{inputs, writer};
     let result =
@@ -441,16 +655,59 @@ fn manifest(dir: &std::path::Path) -> ExitCode {
     }
 }
 
+/// The request of `capture --model`: the prompts of --prompts, then -p's.
+fn adhoc_request(
+    args: &CaptureArgs,
+    model: &std::path::Path,
+) -> Result<harness::reference::adhoc::AdhocRequest, String> {
+    use harness::reference::adhoc;
+    let mut prompts = match &args.prompts {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("--prompts {}: {e}", f.display()))?;
+            adhoc::parse_prompts_file(&text, &f.display().to_string())?
+        }
+        None => Vec::new(),
+    };
+    let before = prompts.len();
+    prompts.extend(adhoc::command_line_prompts(
+        &args.prompt_texts,
+        args.chat,
+        before,
+    ));
+    if args.greedy_steps == 0 || args.threads == 0 {
+        return Err("--greedy-steps and --threads must be positive".into());
+    }
+    Ok(adhoc::AdhocRequest {
+        model: model.to_path_buf(),
+        id: args.id.clone(),
+        prompts,
+        out: args.out.clone().expect("clap: --model requires --out"),
+        threads: args.threads,
+        top_k: 64,
+        greedy_steps: args.greedy_steps,
+    })
+}
+
 #[cfg(feature = "llama-cpp")]
 fn capture(args: CaptureArgs) -> ExitCode {
-    let opts = harness::capture::Options {
-        repo: args.repo,
-        out: args.out,
-        models: args.models,
-        verbose: args.verbose,
-        list_nodes: args.list_nodes,
+    let result = match &args.model {
+        Some(model) => adhoc_request(&args, model)
+            .map_err(harness::capture::CaptureError)
+            .and_then(|req| harness::capture::run_adhoc(&req, args.chat, &args.repo, args.verbose)),
+        None => harness::capture::run(&harness::capture::Options {
+            input: args.repo.join("reference-data"),
+            out: args
+                .out
+                .clone()
+                .unwrap_or_else(|| args.repo.join("reference-data")),
+            repo: args.repo.clone(),
+            models: args.models.clone(),
+            verbose: args.verbose,
+            list_nodes: args.list_nodes,
+        }),
     };
-    match harness::capture::run(&opts) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("harness capture: {e}");
@@ -461,16 +718,16 @@ fn capture(args: CaptureArgs) -> ExitCode {
 
 #[cfg(not(feature = "llama-cpp"))]
 fn capture(args: CaptureArgs) -> ExitCode {
-    let _ = (
-        args.models,
-        args.out,
-        args.repo,
-        args.verbose,
-        args.list_nodes,
-    );
+    // The arguments are still checked, so that a bad one is named first.
+    if let Some(model) = &args.model {
+        if let Err(e) = adhoc_request(&args, model) {
+            eprintln!("harness capture: {e}");
+            return ExitCode::from(2);
+        }
+    }
     eprintln!(
         "harness capture: this harness was built without llama.cpp; rebuild with `--features llama-cpp` \
-         (cargo run -p harness --release --features llama-cpp -- capture)"
+         (cargo run -p harness --release --features llama-cpp -- capture ...)"
     );
     ExitCode::FAILURE
 }

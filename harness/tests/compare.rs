@@ -3,6 +3,8 @@
 //! data. One test binary for these files (each file a module, as it was one
 //! binary): fewer binaries to compile and link.
 
+#[path = "adhoc_cli.rs"]
+mod adhoc_cli;
 #[path = "compare_cli.rs"]
 mod compare_cli;
 #[path = "compare_faults.rs"]

@@ -44,9 +44,12 @@ use llama::{Backend, Context};
 /// What `harness capture` was asked to do.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Repository root: model paths in models.json are relative to it and
-    /// the inputs are read from its reference-data/.
+    /// Repository root: model paths in models.json are relative to it
+    /// (an absolute path stays as it is).
     pub repo: PathBuf,
+    /// Where the inputs are read from (models.json, prompts/, chat/):
+    /// normally `<repo>/reference-data`.
+    pub input: PathBuf,
     /// Where to write (normally `<repo>/reference-data`). Another directory
     /// receives a copy of the inputs, so that it is a complete reference-data
     /// directory (used to check that two captures are identical).
@@ -89,7 +92,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T, CaptureError> {
 
 pub fn run(opts: &Options) -> Result<(), CaptureError> {
     let started = Instant::now();
-    let input = opts.repo.join("reference-data");
+    let input = opts.input.clone();
     let models_file = inputs::load_models_file(&input)?;
     let selected: Vec<&ModelEntry> = if opts.models.is_empty() {
         models_file.models.iter().collect()
@@ -157,6 +160,54 @@ pub fn run(opts: &Options) -> Result<(), CaptureError> {
         manifest.total_bytes as f64 / (1024.0 * 1024.0)
     );
     Ok(())
+}
+
+/// `harness capture --model PATH --out DIR`: a self-contained reference
+/// directory for any model the engine reads and any prompts
+/// ([`crate::reference::adhoc`]): its inputs written into DIR, the chat
+/// prompts rendered by `<repo>/scripts/render-chat-templates --data DIR`
+/// (Jinja2, as for reference-data/) when there are any or `chat` asks for
+/// the template's renders, then the capture as for reference-data/.
+pub fn run_adhoc(
+    req: &crate::reference::adhoc::AdhocRequest,
+    chat: bool,
+    repo: &Path,
+    verbose: bool,
+) -> Result<(), CaptureError> {
+    let prepared = crate::reference::adhoc::prepare(req)?;
+    if chat && !prepared.entry.has_chat_template {
+        return err(format!(
+            "--chat: {} has no chat template",
+            req.model.display()
+        ));
+    }
+    eprintln!(
+        "capture: {} ({}, SHA-256 {}…) with {} prompts into {}",
+        prepared.entry.id,
+        prepared.entry.architecture,
+        &prepared.entry.sha256[..12],
+        req.prompts.len(),
+        req.out.display()
+    );
+    if prepared.needs_renders || chat {
+        let script = repo.join("scripts/render-chat-templates");
+        let status = std::process::Command::new(&script)
+            .arg("--data")
+            .arg(&req.out)
+            .status()
+            .map_err(|e| CaptureError(format!("{}: {e}", script.display())))?;
+        if !status.success() {
+            return err(format!("{} failed ({status})", script.display()));
+        }
+    }
+    run(&Options {
+        repo: repo.to_path_buf(),
+        input: req.out.clone(),
+        out: req.out.clone(),
+        models: Vec::new(),
+        verbose,
+        list_nodes: false,
+    })
 }
 
 fn canonical(p: &Path) -> Result<PathBuf, CaptureError> {

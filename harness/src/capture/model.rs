@@ -36,7 +36,7 @@ pub(super) fn capture_model(
 ) -> Result<(), CaptureError> {
     let started = Instant::now();
     let cfg = &models_file.capture;
-    let input = opts.repo.join("reference-data");
+    let input = &opts.input;
     let path = opts.repo.join(&entry.file);
     let id = &entry.id;
 
@@ -84,7 +84,7 @@ pub(super) fn capture_model(
     }
     let facts = model.facts();
     let vocab = model.vocab_facts();
-    let runs = prepare_prompts(&model, entry, template.as_deref(), prompts, &input)?;
+    let runs = prepare_prompts(&model, entry, template.as_deref(), prompts, input)?;
 
     let max_t = runs.iter().map(|r| r.tokens.len()).max().unwrap_or(1);
     let n_batch = round_up(max_t.max(PROBE_LONG), 256) as u32;
@@ -192,7 +192,7 @@ pub(super) fn capture_model(
     }
 
     bar.set_message("tokenizer corpus");
-    let tokenizer = tokenize_corpus(&model, id, &input)?;
+    let tokenizer = tokenize_corpus(&model, id, input)?;
     writer::write_file(&tmp.join("tokenizer.json"), &writer::json_bytes(&tokenizer))?;
     bar.inc(1);
 

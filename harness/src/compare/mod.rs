@@ -27,6 +27,7 @@
 //! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
 //! one self-contained HTML page with plots.
 
+pub mod calibrate;
 pub mod cross;
 pub mod greedy;
 pub mod html;
@@ -34,6 +35,7 @@ pub mod junit;
 pub mod logits;
 pub mod matrix;
 pub mod merge;
+pub mod names;
 pub mod nan;
 pub mod report;
 pub mod routing;

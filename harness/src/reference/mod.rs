@@ -17,6 +17,7 @@
 //! manifest.json               index of all of the above, with sizes and SHA-256
 //! ```
 
+pub mod adhoc;
 pub mod arrays;
 pub mod format;
 pub mod inputs;

@@ -43,6 +43,9 @@ pub struct Options {
     /// Model ids; empty: every captured model (unsupported architectures
     /// skipped). A model named here fails when it cannot be compared.
     pub models: Vec<String>,
+    /// Model files to run instead of those the reference data names, by
+    /// id (`--model PATH`; the same bytes, checked by SHA-256).
+    pub model_files: std::collections::BTreeMap<String, PathBuf>,
     /// Prompt ids; empty: every captured prompt.
     pub prompts: Vec<String>,
     /// The paths per model, the first the reference of the others.
@@ -83,6 +86,7 @@ impl Options {
             reference_dir: repo.join("reference-data"),
             repo: repo.to_path_buf(),
             models: Vec::new(),
+            model_files: Default::default(),
             prompts: Vec::new(),
             paths: Paths::List(vec![Path::Cpu]),
             thresholds,

@@ -191,7 +191,10 @@ impl ModelRun<'_> {
 
 /// The model file at `entry.file`, checked to be the file llama.cpp ran.
 fn open_as_captured(opts: &Options, entry: &ManifestModel) -> Result<Arc<GgufFile>, String> {
-    let file = opts.repo.join(&entry.file);
+    let file = match opts.model_files.get(&entry.id) {
+        Some(f) => f.clone(),
+        None => opts.repo.join(&entry.file),
+    };
     if !file.is_file() {
         return Err(format!(
             "{} is missing: run scripts/fetch-models and scripts/make-models",
