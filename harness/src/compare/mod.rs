@@ -35,6 +35,7 @@ pub mod logits;
 pub mod matrix;
 pub mod merge;
 pub mod nan;
+pub mod provenance;
 pub mod report;
 pub mod routing;
 pub mod run;

@@ -15,6 +15,8 @@ use super::{Failure, Path, Paths};
 use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
 
+pub use super::provenance::Provenance;
+
 /// Everything one `compare` run found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
@@ -66,22 +68,6 @@ pub struct ModelReport {
     pub text_seconds: f64,
     #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
-}
-
-/// The inputs of a run that decide its result, recorded in its report.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Provenance {
-    /// `git rev-parse HEAD` of the repository (`+dirty` with uncommitted
-    /// changes to tracked files; `unknown` outside git).
-    pub commit: String,
-    /// SHA-256 of the reference data's manifest.json (which holds every
-    /// reference file's SHA-256).
-    pub reference_sha256: String,
-    /// SHA-256 of the thresholds file.
-    pub thresholds_sha256: String,
-    /// The options that select and judge: models, prompts, paths, greedy
-    /// steps, chunk, corpus, validation, device.
-    pub settings: String,
 }
 
 impl ModelReport {

@@ -232,6 +232,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                 .map_err(|e| e.to_string())?,
             thresholds_sha256: sha256_hex(&thresholds_json),
             settings: opts.settings(),
+            ..Provenance::default()
         },
         shard: opts.shard,
         items: items.iter().map(Item::key).collect(),
@@ -256,5 +257,6 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         report.models.push(run.report(&mut progress));
     }
     report.seconds = start.elapsed().as_secs_f64();
+    Provenance::complete(&mut report, opts, manifest);
     Ok(report)
 }
