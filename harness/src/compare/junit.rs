@@ -142,7 +142,8 @@ pub fn escape(s: &str) -> String {
 }
 
 /// The `<properties>` of every test suite: the report's provenance
-/// (`sharpi_version`, `commit`, ..., `machine.1`).
+/// (`sharpi_version`, `commit`, ..., `machine.1`) and, with a baseline,
+/// its file, commit and how many figures got worse.
 fn properties(report: &Report) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut machine = 0;
@@ -154,6 +155,14 @@ fn properties(report: &Report) -> Vec<(String, String)> {
             name.to_string()
         };
         out.push((name, value));
+    }
+    if let Some(b) = &report.baseline {
+        out.push(("baseline.file".into(), b.file.clone()));
+        out.push(("baseline.commit".into(), b.commit.clone()));
+        out.push((
+            "baseline.regressions".into(),
+            b.regressions.len().to_string(),
+        ));
     }
     out
 }

@@ -115,6 +115,7 @@ pub fn merge(mut shards: Vec<Report>) -> Result<Report, String> {
         items: first.items.clone(),
         ran: first.items.clone(),
         models,
+        baseline: None,
         seconds: shards.iter().map(|r| r.seconds).sum(),
     })
 }
@@ -215,6 +216,7 @@ mod tests {
             items: items.iter().map(|s| s.to_string()).collect(),
             ran: ran.iter().map(|s| s.to_string()).collect(),
             models,
+            baseline: None,
             seconds: 1.0,
         }
     }

@@ -27,6 +27,7 @@
 //! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
 //! one self-contained HTML page with plots.
 
+pub mod baseline;
 pub mod cross;
 pub mod greedy;
 pub mod html;

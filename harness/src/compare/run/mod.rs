@@ -238,6 +238,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         items: items.iter().map(Item::key).collect(),
         ran: picked.iter().map(|&i| items[i].key()).collect(),
         models: Vec::new(),
+        baseline: None,
         seconds: 0.0,
     };
     for (entry, plan) in manifest.models.iter().filter_map(|e| {
