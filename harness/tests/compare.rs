@@ -3,6 +3,8 @@
 //! data. One test binary for these files (each file a module, as it was one
 //! binary): fewer binaries to compile and link.
 
+#[path = "compare_baseline.rs"]
+mod compare_baseline;
 #[path = "compare_cli.rs"]
 mod compare_cli;
 #[path = "compare_faults.rs"]

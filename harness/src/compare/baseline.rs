@@ -505,7 +505,7 @@ pub fn greedy_regression(baseline: &GreedyResult, now: &GreedyResult) -> Option<
     let held_to = baseline.agree.min(now.compared);
     (now.agree < held_to).then(|| {
         format!(
-            "greedy continuation agrees for {} steps against {} in the baseline",
+            "greedy continuation agrees for {} step(s) against {} in the baseline",
             now.agree, baseline.agree
         )
     })

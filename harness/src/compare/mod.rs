@@ -30,12 +30,14 @@
 pub mod baseline;
 pub mod cross;
 pub mod greedy;
+pub mod headline;
 pub mod html;
 pub mod junit;
 pub mod logits;
 pub mod matrix;
 pub mod merge;
 pub mod nan;
+pub mod plots;
 pub mod provenance;
 pub mod report;
 pub mod routing;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::baseline::BaselineComparison;
 use super::cross::CrossResult;
 use super::greedy::{GreedyResult, Outcome};
+use super::headline;
 use super::logits::LogitsResult;
 use super::matrix::Shard;
 use super::taps::TapsResult;
@@ -210,6 +211,9 @@ impl Report {
         if failures.is_empty() {
             let _ = writeln!(out, "\nall checks passed ({:.1} s)", self.seconds);
         } else {
+            if let Some(h) = headline::first_divergence(self) {
+                let _ = writeln!(out, "\nfirst divergence: {}", h.line());
+            }
             let _ = writeln!(
                 out,
                 "\n{} failing checks ({:.1} s):",
@@ -563,5 +567,8 @@ mod tests {
         let table = r.table();
         assert!(table.contains("1 figure worse than the baseline old.json (commit ):"));
         assert!(table.contains("smol/capital/gpu: kld_mean: KLD mean"));
+        assert!(table.contains(
+            "\nfirst divergence: smol / capital / gpu against llama.cpp / layer 1, l_out"
+        ));
     }
 }
