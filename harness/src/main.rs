@@ -132,6 +132,13 @@ struct CompareArgs {
     /// estimated from those it has.
     #[arg(long, default_value = "ci/compare-costs.json")]
     costs: PathBuf,
+    /// An earlier report (`compare --json`): each figure worse than that
+    /// item's there beyond its tolerance (docs/harness.md) is reported.
+    #[arg(long, value_name = "OLD.json")]
+    baseline: Option<PathBuf>,
+    /// With --baseline: every figure worse than the baseline's fails.
+    #[arg(long, requires = "baseline")]
+    fail_on_regression: bool,
     /// Inject this engine fault (see `harness mutants`) for the run.
     #[cfg(feature = "fault-injection")]
     #[arg(long, value_name = "FAULT")]
@@ -387,6 +394,15 @@ fn compare(args: CompareArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Read before the run, so that a wrong path costs nothing.
+    let baseline = match args.baseline.as_deref().map(compare::baseline::load) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            eprintln!("harness compare: --baseline {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut opts = Options::new(&args.repo, thresholds);
     opts.reference_dir = args.repo.join(&args.reference);
     let named = compare::names::resolve_models(&opts.reference_dir, &args.models).and_then(|m| {
@@ -462,13 +478,20 @@ fn compare(args: CompareArgs) -> ExitCode {
     let report = harness::mutants::compare_with(&opts, args.inject.as_deref());
     #[cfg(not(feature = "fault-injection"))]
     let report = harness::compare::run(&opts);
-    let report = match report {
+    let mut report = match report {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness compare: {e}");
             return ExitCode::from(2);
         }
     };
+    if let (Some(old), Some(file)) = (&baseline, &args.baseline) {
+        let file = file.display().to_string();
+        let fail = args.fail_on_regression;
+        for w in compare::baseline::apply(&mut report, old, &file, fail) {
+            eprintln!("harness compare: warning: {w}");
+        }
+    }
     if let Some(table) = engine::vulkan::profile::report() {
         eprintln!("harness compare: device time per shader (SHARPI_VK_PROFILE)\n{table}");
     }

@@ -5,6 +5,8 @@
 
 #[path = "adhoc_cli.rs"]
 mod adhoc_cli;
+#[path = "compare_baseline.rs"]
+mod compare_baseline;
 #[path = "compare_cli.rs"]
 mod compare_cli;
 #[path = "compare_faults.rs"]

@@ -116,9 +116,24 @@ fn the_html_report_of_a_small_comparison_renders_in_chromium() {
     o.greedy_steps = 2;
     let report = compare::run(&o).unwrap();
     let page = html::to_html(&report);
-    // The table, a tap chart and a KLD chart for the one model.
-    assert_eq!(page.matches("<svg").count(), 2, "{}", report.table());
+    // A chart per tap name against llama.cpp and against the CPU, and a
+    // KLD chart, under the verdict.
+    let mut names: Vec<&str> = Vec::new();
+    for p in &report.models[0].prompts {
+        for r in &p.taps.as_ref().unwrap().rows {
+            if !names.contains(&r.name.as_str()) {
+                names.push(&r.name);
+            }
+        }
+    }
+    assert_eq!(
+        page.matches("<svg").count(),
+        2 * names.len() + 1,
+        "{}",
+        report.table()
+    );
     assert!(page.contains("gpu~cpu"));
+    assert!(page.contains("PASS: all checks passed"));
 
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compare_html");
     let _ = std::fs::remove_dir_all(&dir);

@@ -52,6 +52,10 @@ pub struct DeviceInfo {
     pub api_version: (u32, u32, u32),
     pub vendor_id: u32,
     pub device_id: u32,
+    /// The driver, as it names itself: VkPhysicalDeviceDriverProperties'
+    /// name and info ("llvmpipe, Mesa 22.3.6 (LLVM 15.0.6)") on a Vulkan 1.2
+    /// device, else the raw `driverVersion` in hex.
+    pub driver: String,
 }
 
 impl fmt::Display for DeviceInfo {
@@ -277,6 +281,7 @@ impl Instance {
                     .map(|c| c.to_string_lossy().into_owned())
                     .unwrap_or_else(|_| "(unnamed)".to_string());
                 let v = props.api_version;
+                let driver = self.driver(pd, &props);
                 let info = DeviceInfo {
                     index,
                     name,
@@ -288,10 +293,36 @@ impl Instance {
                     ),
                     vendor_id: props.vendor_id,
                     device_id: props.device_id,
+                    driver,
                 };
                 (pd, info)
             })
             .collect())
+    }
+
+    /// What the driver of `pd` says it is ([`DeviceInfo::driver`]).
+    fn driver(&self, pd: vk::PhysicalDevice, props: &vk::PhysicalDeviceProperties) -> String {
+        let raw = format!("driverVersion {:#x}", props.driver_version);
+        if props.api_version < vk::API_VERSION_1_2 {
+            return raw;
+        }
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+        // SAFETY: `pd` was enumerated from this live instance (created for
+        // Vulkan 1.2, so vkGetPhysicalDeviceProperties2 is core) and the
+        // device supports 1.2, where VkPhysicalDeviceDriverProperties is
+        // core; the pNext chain points to a local that outlives the call.
+        unsafe { self.raw.get_physical_device_properties2(pd, &mut props2) };
+        let text = |c: Result<&CStr, std::ffi::FromBytesUntilNulError>| {
+            c.map(|c| c.to_string_lossy().into_owned())
+        };
+        match (
+            text(driver.driver_name_as_c_str()),
+            text(driver.driver_info_as_c_str()),
+        ) {
+            (Ok(name), Ok(info)) if !name.is_empty() => format!("{name}, {info}"),
+            _ => raw,
+        }
     }
 }
 
@@ -345,6 +376,7 @@ mod tests {
             api_version: (1, 3, 0),
             vendor_id: 0,
             device_id: 0,
+            driver: String::new(),
         }
     }
 

@@ -1,481 +1,58 @@
 //! The report as one self-contained HTML page (`harness compare --html
-//! FILE`): the terminal table's rows, the failing checks, and per model
-//! the plots of one representative prompt, inline SVG drawn with
-//! `plotters` (no script, no stylesheet or font from elsewhere):
-//! - tap NMSE (log scale) against layer, one series per tap name and
-//!   source (each path against llama.cpp, and each path against the run's
-//!   first path, "gpu~cpu"), the first divergence of each source marked;
-//! - KLD (log scale) per prompt position, one series per source, and a
-//!   strip per source of the positions whose most likely token agrees.
-//!
-//! The representative prompt of a model: the first that failed on some
-//! path, else the first with taps, else the first.
+//! FILE`; no script, no stylesheet, font or image from elsewhere: the
+//! plots are inline SVG, [`super::plots`]). From the top:
+//! - a banner with the verdict: the **first divergence**
+//!   ([`super::headline`]: model, prompt, path, layer, tensor, its NMSE
+//!   against its limit, and a link to its charts) when something failed,
+//!   "all checks passed" when nothing did, and the figures worse than the
+//!   baseline when there is one;
+//! - where the report came from ([`super::provenance`]);
+//! - the figures worse than the baseline, the failing checks, the
+//!   terminal table's rows;
+//! - per model its totals and, per prompt, a `<details>` (open when the
+//!   prompt failed, and for the model's first prompt) with the small
+//!   multiples of its taps against llama.cpp and against the first path
+//!   (one chart per tap name, limits drawn) and its KLD and top-1 chart.
 
 use std::fmt::Write as _;
 
-use plotters::prelude::*;
-
+use super::baseline::BaselineComparison;
+use super::headline::{self, Headline};
 use super::junit::escape;
-use super::logits::LogitsResult;
+use super::plots::{self, KldSeries, TapSeries};
 use super::report::{model_totals, ModelReport, PromptReport};
-use super::taps::TapsResult;
 use super::Report;
 
-/// How a source's series are drawn.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Stroke {
-    /// The first path against llama.cpp.
-    Solid,
-    /// Another path against llama.cpp.
-    Dashed,
-    /// A path against the first path.
-    Thin,
-}
-
-/// One set of measurements of a prompt: a path against llama.cpp, or a
-/// path against the first path.
-struct Source<'a> {
-    label: String,
-    stroke: Stroke,
-    taps: Option<&'a TapsResult>,
-    logits: Option<&'a LogitsResult>,
-}
-
-fn sources<'a>(reports: &[&'a PromptReport]) -> Vec<Source<'a>> {
-    let mut out = Vec::new();
-    for (i, p) in reports.iter().enumerate() {
-        out.push(Source {
-            label: p.path.to_string(),
-            stroke: if i == 0 {
-                Stroke::Solid
-            } else {
-                Stroke::Dashed
-            },
-            taps: p.taps.as_ref(),
-            logits: p.logits.as_ref(),
-        });
-        if let Some(v) = &p.vs {
-            out.push(Source {
-                label: format!("{}~{}", p.path, v.against),
-                stroke: Stroke::Thin,
-                taps: v.taps.as_ref(),
-                logits: Some(&v.logits),
-            });
-        }
-    }
-    out
-}
-
-/// The representative prompt of `m` and its reports (one per path).
-fn representative(m: &ModelReport) -> Option<(&str, Vec<&PromptReport>)> {
-    let mut ids: Vec<&str> = Vec::new();
-    for p in &m.prompts {
-        if !ids.contains(&p.prompt.as_str()) {
-            ids.push(&p.prompt);
-        }
-    }
-    let of =
-        |id: &str| -> Vec<&PromptReport> { m.prompts.iter().filter(|p| p.prompt == id).collect() };
-    let has_taps = |id: &str| of(id).iter().any(|p| p.taps.is_some());
-    let failed = |id: &str| {
-        of(id)
-            .iter()
-            .any(|p| !p.passed() && (p.taps.is_some() || p.logits.is_some()))
-    };
-    let id = *ids
-        .iter()
-        .find(|id| failed(id))
-        .or_else(|| ids.iter().find(|id| has_taps(id)))
-        .or(ids.first())?;
-    Some((id, of(id)))
-}
-
-/// Series colours of the sources (KLD, top-1).
-const SOURCE_COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-];
-
-fn source_color(i: usize) -> RGBColor {
-    SOURCE_COLORS[i % SOURCE_COLORS.len()]
-}
-
-/// A log-scale range holding the positive finite values of `v` (at least
-/// one decade; `floor` when there are none).
-fn log_range(v: impl Iterator<Item = f64>, floor: f64) -> (f64, f64) {
-    let (lo, hi) = v
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
-            (lo.min(x), hi.max(x))
-        });
-    if hi == 0.0 {
-        return (floor, floor * 10.0);
-    }
-    let lo = 10f64.powf(lo.log10().floor());
-    let hi = 10f64.powf(hi.log10().ceil()).max(lo * 10.0);
-    (lo, hi)
-}
-
-/// An axis label for whole numbers only (ticks fall between positions too).
-fn integer(v: &f64) -> String {
-    if (v - v.round()).abs() < 1e-6 {
-        format!("{v:.0}")
-    } else {
-        String::new()
-    }
-}
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-/// x of each tap row of `t`: its layer; a tap without a layer at -1 before
-/// the first layer, at `after` past the last.
-fn tap_xs(t: &TapsResult, after: f64) -> Vec<f64> {
-    let mut seen_layer = false;
-    t.rows
-        .iter()
-        .map(|r| match r.layer {
-            Some(l) => {
-                seen_layer = true;
-                l as f64
-            }
-            None if seen_layer => after,
-            None => -1.0,
-        })
-        .collect()
-}
-
-/// The tap NMSE chart of one prompt (None: no taps).
-fn tap_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, String> {
-    let with_taps: Vec<(&Source, &TapsResult)> = sources
-        .iter()
-        .filter_map(|s| s.taps.filter(|t| !t.rows.is_empty()).map(|t| (s, t)))
-        .collect();
-    if with_taps.is_empty() {
-        return Ok(None);
-    }
-    let last_layer = with_taps
-        .iter()
-        .flat_map(|(_, t)| t.rows.iter().filter_map(|r| r.layer))
-        .max()
-        .unwrap_or(0) as f64;
-    let after = last_layer + 1.0;
-    let (lo, hi) = log_range(
-        with_taps
-            .iter()
-            .flat_map(|(_, t)| t.rows.iter().map(|r| r.nmse)),
-        1e-12,
-    );
-    let mut names: Vec<&str> = Vec::new();
-    for (_, t) in &with_taps {
-        for r in &t.rows {
-            if !names.contains(&r.name.as_str()) {
-                names.push(&r.name);
-            }
-        }
-    }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1000, 540)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("tap NMSE by layer, prompt {prompt}"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-1.5..after + 0.5, (lo..hi).log_scale())
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("layer (-1: before the first layer; last: after it)")
-            .y_desc("NMSE")
-            .y_label_formatter(&|v| format!("{v:.0e}"))
-            .x_label_formatter(&integer)
-            .draw()
-            .map_err(err)?;
-        // Legend entries of the sources' strokes, in black.
-        for (s, _) in &with_taps {
-            let label = match s.stroke {
-                Stroke::Thin => format!("{} (thin, dots)", s.label),
-                Stroke::Dashed => format!("{} vs llama.cpp (dashed)", s.label),
-                Stroke::Solid => format!("{} vs llama.cpp (solid)", s.label),
-            };
-            let stroke = s.stroke;
-            chart
-                .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
-                .map_err(err)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    // Two segments (a gap when dashed) and a dot when thin.
-                    let (gap, width, dot) = match stroke {
-                        Stroke::Solid => (0, 2, TRANSPARENT),
-                        Stroke::Dashed => (5, 2, TRANSPARENT),
-                        Stroke::Thin => (0, 1, BLACK.to_rgba()),
-                    };
-                    let line = BLACK.stroke_width(width);
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (9 - gap, 0)], line)
-                        + PathElement::new(vec![(9, 0), (18, 0)], line)
-                        + Circle::new((9, 0), 4, dot.filled())
-                });
-        }
-        for (si, (s, t)) in with_taps.iter().enumerate() {
-            let xs = tap_xs(t, after);
-            for (ni, name) in names.iter().enumerate() {
-                let color = Palette99::pick(ni).to_rgba();
-                let pts: Vec<(f64, f64)> = t
-                    .rows
-                    .iter()
-                    .zip(&xs)
-                    .filter(|(r, _)| r.name == *name && !r.nmse.is_nan())
-                    .map(|(r, &x)| (x, r.nmse.max(lo)))
-                    .collect();
-                if pts.is_empty() {
-                    continue;
-                }
-                let drawn = match s.stroke {
-                    Stroke::Solid => chart
-                        .draw_series(LineSeries::new(pts, color.stroke_width(2)).point_size(2))
-                        .map_err(err)?,
-                    Stroke::Dashed => {
-                        chart
-                            .draw_series(pts.iter().map(|&p| Circle::new(p, 2, color.filled())))
-                            .map_err(err)?;
-                        chart
-                            .draw_series(DashedLineSeries::new(pts, 6, 4, color.stroke_width(2)))
-                            .map_err(err)?
-                    }
-                    Stroke::Thin => chart
-                        .draw_series(
-                            LineSeries::new(pts, color.mix(0.7).stroke_width(1)).point_size(4),
-                        )
-                        .map_err(err)?,
-                };
-                if si == 0
-                    || !with_taps[..si]
-                        .iter()
-                        .any(|(_, t)| t.rows.iter().any(|r| r.name == *name))
-                {
-                    drawn.label(name.to_string()).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-                    });
-                }
-            }
-            // The first divergence of this source: a red line and a label.
-            if let Some(d) = &t.first_divergence {
-                let i = t.rows.iter().position(|r| r == d).unwrap_or(0);
-                let x = xs.get(i).copied().unwrap_or(0.0);
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(x, lo), (x, hi)],
-                        RED.stroke_width(2),
-                    )))
-                    .map_err(err)?;
-                let label = format!("first divergence ({}): {} {}", s.label, d.name, sci(d.nmse));
-                chart
-                    .draw_series(std::iter::once(Text::new(
-                        label,
-                        (x, hi / 10f64.powf(0.3 * (si as f64 + 1.0))),
-                        ("sans-serif", 13).into_font().color(&RED),
-                    )))
-                    .map_err(err)?;
-            }
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
-    }
-    Ok(Some(svg))
-}
-
-/// The KLD and top-1 chart of one prompt (None: no logits).
-fn logits_chart(prompt: &str, sources: &[Source]) -> Result<Option<String>, String> {
-    let with: Vec<(usize, &Source, &LogitsResult)> = sources
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            s.logits
-                .filter(|l| !l.per_position.is_empty())
-                .map(|l| (i, s, l))
-        })
-        .collect();
-    if with.is_empty() {
-        return Ok(None);
-    }
-    let n = with
-        .iter()
-        .map(|(_, _, l)| l.per_position.len())
-        .max()
-        .unwrap_or(1);
-    let (lo, hi) = log_range(
-        with.iter()
-            .flat_map(|(_, _, l)| l.per_position.iter().map(|p| p.kld)),
-        1e-9,
-    );
-    let strip_h = 28 * with.len() as u32 + 70;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1000, 340 + strip_h)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let (upper, lower) = root.split_vertically(340);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(
-                format!("KLD per position, prompt {prompt} (top-64 + tail bucket, nats)"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5..n as f64 - 0.5, (lo..hi).log_scale())
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .y_desc("KLD")
-            .y_label_formatter(&|v| format!("{v:.0e}"))
-            .x_label_formatter(&integer)
-            .draw()
-            .map_err(err)?;
-        for (i, s, l) in &with {
-            let color = source_color(*i);
-            let pts: Vec<(f64, f64)> = l
-                .per_position
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !p.kld.is_nan())
-                .map(|(x, p)| (x as f64, p.kld.max(lo)))
-                .collect();
-            let width = if s.stroke == Stroke::Thin { 1 } else { 2 };
-            chart
-                .draw_series(LineSeries::new(pts, color.stroke_width(width)).point_size(2))
-                .map_err(err)?
-                .label(format!("{} (mean {})", s.label, sci(l.kld.mean)))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(err)?;
-
-        // Top-1 agreement: one row per source, a cell per position.
-        let labels: Vec<String> = with
-            .iter()
-            .map(|(_, s, l)| format!("{} {}/{}", s.label, l.top1_agree, l.positions))
-            .collect();
-        let mut strip = ChartBuilder::on(&lower)
-            .caption(
-                "top-1 agreement per position (green: same most likely token)",
-                ("sans-serif", 14),
-            )
-            .margin(12)
-            .x_label_area_size(30)
-            .y_label_area_size(110)
-            .build_cartesian_2d(
-                -0.5..n as f64 - 0.5,
-                (0..with.len() as i32).into_segmented(),
-            )
-            .map_err(err)?;
-        strip
-            .configure_mesh()
-            .disable_mesh()
-            .x_desc("prompt position")
-            .y_label_style(("sans-serif", 13))
-            .x_label_formatter(&integer)
-            .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                    labels.get(*i as usize).cloned().unwrap_or_default()
-                }
-                SegmentValue::Last => String::new(),
-            })
-            .draw()
-            .map_err(err)?;
-        let agree = RGBColor(46, 160, 67);
-        let differ = RGBColor(215, 58, 73);
-        for (row, (_, _, l)) in with.iter().enumerate() {
-            let row = row as i32;
-            strip
-                .draw_series(l.per_position.iter().enumerate().map(|(x, p)| {
-                    let x = x as f64;
-                    Rectangle::new(
-                        [
-                            (x - 0.45, SegmentValue::Exact(row)),
-                            (x + 0.45, SegmentValue::Exact(row + 1)),
-                        ],
-                        if p.top1 { agree } else { differ }.filled(),
-                    )
-                }))
-                .map_err(err)?;
-        }
-        root.present().map_err(err)?;
-    }
-    Ok(Some(svg))
-}
-
-fn sci(x: f64) -> String {
-    super::report::sci(x)
-}
-
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222}\
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
 table{border-collapse:collapse;font-family:monospace;font-size:12px}\
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;white-space:nowrap}\
 th{background:#eee}td.PASS{background:#dcf5dc}td.FAIL{background:#f8d0d0}\
-.pass{color:#1a7f37}.fail{color:#c62828}section{margin-top:32px}\
-ul.totals,ul.failures{font-family:monospace;font-size:12px}svg{display:block;margin:8px 0}";
+.pass{color:#1a7f37}.fail{color:#b71c1c}section{margin-top:32px}\
+.banner{border:3px solid;border-radius:6px;padding:10px 16px;margin-bottom:16px}\
+.banner h1{margin:0 0 6px 0;font-size:26px}.banner.pass{border-color:#1a7f37;background:#eef8ee}\
+.banner.fail{border-color:#b71c1c;background:#fdeeee}.banner table.kv{font-size:15px}\
+.banner table.kv th{width:9em}.banner .worse{color:#8a4b00;font-weight:bold}\
+table.kv th{background:#f4f4f4}table.prov{font-size:11px;margin-bottom:16px}\
+ul.totals,ul.failures{font-family:monospace;font-size:12px}\
+details{margin:10px 0;border-top:1px solid #ddd;padding-top:6px}summary{cursor:pointer;font-size:15px}\
+.grid{display:grid;grid-template-columns:repeat(4,max-content);gap:2px 4px;align-items:start}.grid svg{margin:0}svg{display:block;margin:6px 0}\
+.legend{font-size:13px;margin:6px 0}.sw{display:inline-block;width:22px;height:4px;vertical-align:middle;margin:0 4px 0 12px}\
+.sw.thin{height:1px;border-top:1px solid}";
 
 /// The report as one self-contained HTML page.
 pub fn to_html(report: &Report) -> String {
     let mut out = String::new();
-    let verdict = if report.passed() { "pass" } else { "fail" };
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>harness compare</title><style>{STYLE}</style></head><body>\n"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>harness compare: {}</title><style>{STYLE}</style></head><body>\n",
+        if report.passed() { "pass" } else { "FAIL" }
     );
-    let failures = report.failures();
-    let _ = writeln!(
-        out,
-        "<h1>harness compare: <span class=\"{verdict}\">{}</span></h1>\n<p>paths {}; reference {}; thresholds {}; {} models; {:.1} s</p>",
-        if report.passed() { "all checks passed".to_string() } else { format!("{} failing checks", failures.len()) },
-        escape(&report.paths.to_string()),
-        escape(&report.reference_dir),
-        escape(&report.thresholds),
-        report.models.len(),
-        report.seconds
-    );
-
-    out.push_str("<table>\n");
-    for (i, row) in report.table_rows().iter().enumerate() {
-        out.push_str("<tr>");
-        let tag = if i == 0 { "th" } else { "td" };
-        for (c, cell) in row.iter().enumerate() {
-            let class = if i > 0 && c + 1 == row.len() && !cell.is_empty() {
-                format!(" class=\"{}\"", escape(cell))
-            } else {
-                String::new()
-            };
-            let _ = write!(out, "<{tag}{class}>{}</{tag}>", escape(cell));
-        }
-        out.push_str("</tr>\n");
+    banner(&mut out, report);
+    provenance(&mut out, report);
+    if let Some(b) = &report.baseline {
+        regressions(&mut out, b);
     }
-    out.push_str("</table>\n");
+    let failures = report.failures();
     if !failures.is_empty() {
         out.push_str("<h2>Failing checks</h2>\n<ul class=\"failures\">\n");
         for (at, f) in &failures {
@@ -483,60 +60,378 @@ pub fn to_html(report: &Report) -> String {
                 out,
                 "<li>{}: {}: {}</li>",
                 escape(at),
-                f.check,
+                escape(&f.check),
                 escape(&f.detail)
             );
         }
         out.push_str("</ul>\n");
     }
-
+    table(&mut out, report);
     for m in &report.models {
-        let _ = writeln!(
-            out,
-            "<section><h2>{} <span class=\"{}\">{}</span></h2>\n<p>{}, {}</p>",
-            escape(&m.id),
-            if m.passed() { "pass" } else { "fail" },
-            if m.passed() { "PASS" } else { "FAIL" },
-            escape(&m.architecture),
-            escape(&m.file)
-        );
-        if let Some(why) = &m.skipped {
-            let _ = writeln!(out, "<p>skipped: {}</p>", escape(why));
-        }
-        let totals = model_totals(m);
-        if !totals.is_empty() {
-            out.push_str("<ul class=\"totals\">\n");
-            for t in totals {
-                let _ = writeln!(out, "<li>{}</li>", escape(&t));
-            }
-            out.push_str("</ul>\n");
-        }
-        if let Some((prompt, reports)) = representative(m) {
-            let srcs = sources(&reports);
-            let _ = writeln!(
-                out,
-                "<p>Prompt <b>{}</b> ({} tokens). Tap lines: colour by tap; solid: {} against llama.cpp; dashed: other paths against llama.cpp; thin with dots: a path against the first path; an NMSE or KLD of 0 sits on the bottom axis.</p>",
-                escape(prompt),
-                reports[0].n_tokens,
-                escape(&srcs.first().map(|s| s.label.clone()).unwrap_or_default())
-            );
-            for chart in [tap_chart(prompt, &srcs), logits_chart(prompt, &srcs)] {
-                match chart {
-                    Ok(Some(svg)) => {
-                        out.push_str(&svg);
-                        out.push('\n');
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        let _ = writeln!(out, "<p class=\"fail\">plot failed: {}</p>", escape(&e));
-                    }
-                }
-            }
-        }
-        out.push_str("</section>\n");
+        model_section(&mut out, m);
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// The id of a prompt's `<details>` (a link target).
+fn anchor(model: &str, prompt: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect()
+    };
+    format!("p-{}-{}", clean(model), clean(prompt))
+}
+
+/// The verdict at the top: the first divergence, or all passed; the
+/// baseline's count of worse figures.
+fn banner(out: &mut String, report: &Report) {
+    let failures = report.failures();
+    let items = report.models.iter().map(|m| m.prompts.len()).sum::<usize>();
+    let failed_items = report
+        .models
+        .iter()
+        .flat_map(|m| &m.prompts)
+        .filter(|p| !p.passed())
+        .count();
+    if failures.is_empty() {
+        let _ = writeln!(
+            out,
+            "<div class=\"banner pass\"><h1>PASS: all checks passed</h1>\n<p>{items} model × prompt × path items of {} models, every check within its limit; {:.1} s.</p>",
+            report.models.len(),
+            report.seconds
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "<div class=\"banner fail\"><h1>FAIL: {} failing checks, {failed_items} of {items} items</h1>",
+            failures.len()
+        );
+        match headline::first_divergence(report) {
+            Some(Headline::Tap {
+                model,
+                prompt,
+                path,
+                against,
+                row,
+            }) => {
+                let rows = [
+                    ("model", model.to_string()),
+                    ("prompt", prompt.to_string()),
+                    ("path", headline::source(path, against)),
+                    (
+                        "layer",
+                        row.layer
+                            .map_or("outside the layers".into(), |l| l.to_string()),
+                    ),
+                    ("tensor", headline::tensor(row)),
+                    (
+                        "NMSE",
+                        format!("{:.3e} > limit {:.1e}", row.nmse, row.limit),
+                    ),
+                ];
+                out.push_str("<p><b>First divergence</b> (the earliest tap over its limit):</p>\n<table class=\"kv\">");
+                for (k, v) in rows {
+                    let _ = write!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
+                }
+                let _ = writeln!(
+                    out,
+                    "</table>\n<p><a href=\"#{}\">its charts</a></p>",
+                    anchor(model, prompt)
+                );
+            }
+            Some(h @ Headline::Check { .. }) => {
+                let _ = writeln!(
+                    out,
+                    "<p><b>First failing check</b> (no tap over its limit): {}</p>",
+                    escape(&h.line())
+                );
+            }
+            None => {}
+        }
+    }
+    if let Some(b) = &report.baseline {
+        let against = format!(
+            "the baseline {} (commit {})",
+            escape(&b.file),
+            escape(&b.commit)
+        );
+        if b.regressions.is_empty() {
+            let _ = writeln!(out, "<p>No figure worse than {against}.</p>");
+        } else {
+            let _ = writeln!(
+                out,
+                "<p class=\"worse\">{} worse than {against}{} (<a href=\"#regressions\">list</a>).</p>",
+                super::baseline::figures(b.regressions.len()),
+                if b.fail {
+                    ", each a failure (--fail-on-regression)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    out.push_str("</div>\n");
+}
+
+/// Where the report came from, one row per field.
+fn provenance(out: &mut String, report: &Report) {
+    out.push_str("<table class=\"prov kv\">");
+    let _ = write!(
+        out,
+        "<tr><th>paths</th><td>{}</td></tr><tr><th>reference</th><td>{}</td></tr><tr><th>limits</th><td>{}</td></tr>",
+        escape(&report.paths.to_string()),
+        escape(&report.reference_dir),
+        escape(&report.thresholds)
+    );
+    for (k, v) in report.provenance.fields() {
+        let _ = write!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
+    }
+    out.push_str("</table>\n");
+}
+
+/// The figures worse than the baseline, and the items only one report has.
+fn regressions(out: &mut String, b: &BaselineComparison) {
+    let _ = writeln!(
+        out,
+        "<h2 id=\"regressions\">Against the baseline {} (commit {})</h2>",
+        escape(&b.file),
+        escape(&b.commit)
+    );
+    for w in &b.warnings {
+        let _ = writeln!(out, "<p class=\"fail\">warning: {}</p>", escape(w));
+    }
+    if !b.regressions.is_empty() {
+        out.push_str("<table><tr><th>item</th><th>figure</th><th>baseline</th><th>now</th><th>worse when</th><th>what</th></tr>\n");
+        for r in &b.regressions {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&r.item()),
+                r.figure.name(),
+                super::report::sci(r.baseline),
+                super::report::sci(r.now),
+                escape(&r.figure.rule()),
+                escape(&r.detail)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    for line in b.summary().iter().filter(|l| l.starts_with("  only in")) {
+        let _ = writeln!(out, "<p>{}</p>", escape(line.trim()));
+    }
+}
+
+/// The terminal table's rows.
+fn table(out: &mut String, report: &Report) {
+    out.push_str("<h2>All items</h2>\n<table>\n");
+    for (i, row) in report.table_rows().iter().enumerate() {
+        out.push_str("<tr>");
+        let tag = if i == 0 { "th" } else { "td" };
+        for (c, cell) in row.iter().enumerate() {
+            let class = match cell.as_str() {
+                "PASS" | "FAIL" if i > 0 => format!(" class=\"{cell}\""),
+                _ if i > 0 && c > 0 && cell.starts_with("WORSE") => " class=\"FAIL\"".into(),
+                _ => String::new(),
+            };
+            let _ = write!(out, "<{tag}{class}>{}</{tag}>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+fn model_section(out: &mut String, m: &ModelReport) {
+    let _ = writeln!(
+        out,
+        "<section><h2>{} <span class=\"{}\">{}</span></h2>\n<p>{}, {}</p>",
+        escape(&m.id),
+        if m.passed() { "pass" } else { "fail" },
+        if m.passed() { "PASS" } else { "FAIL" },
+        escape(&m.architecture),
+        escape(&m.file)
+    );
+    if let Some(why) = &m.skipped {
+        let _ = writeln!(out, "<p>skipped: {}</p>", escape(why));
+    }
+    let totals = model_totals(m);
+    if !totals.is_empty() {
+        out.push_str("<ul class=\"totals\">\n");
+        for t in totals {
+            let _ = writeln!(out, "<li>{}</li>", escape(&t));
+        }
+        out.push_str("</ul>\n");
+    }
+    for (i, (prompt, reports)) in prompt_groups(m).into_iter().enumerate() {
+        let open = i == 0 || reports.iter().any(|p| !p.passed());
+        prompt_details(out, m, prompt, &reports, open);
+    }
+    out.push_str("</section>\n");
+}
+
+/// The prompts of `m` in order, each with its reports (one per path).
+fn prompt_groups(m: &ModelReport) -> Vec<(&str, Vec<&PromptReport>)> {
+    let mut groups: Vec<(&str, Vec<&PromptReport>)> = Vec::new();
+    for p in &m.prompts {
+        match groups.iter_mut().find(|(id, _)| *id == p.prompt) {
+            Some((_, v)) => v.push(p),
+            None => groups.push((&p.prompt, vec![p])),
+        }
+    }
+    groups
+}
+
+/// One prompt: a summary line and its charts.
+fn prompt_details(
+    out: &mut String,
+    m: &ModelReport,
+    prompt: &str,
+    reports: &[&PromptReport],
+    open: bool,
+) {
+    let color = |p: &PromptReport| {
+        let i = m.paths.iter().position(|&x| x == p.path).unwrap_or(0);
+        plots::path_color(i)
+    };
+    let verdicts: Vec<String> = reports
+        .iter()
+        .map(|p| {
+            let first = p
+                .taps
+                .as_ref()
+                .and_then(|t| t.first_divergence.as_ref())
+                .map(|d| {
+                    format!(
+                        " (first over: {}-{} {} &gt; {})",
+                        escape(&d.name),
+                        d.layer.map_or("-".into(), |l| l.to_string()),
+                        super::report::sci(d.nmse),
+                        super::report::sci(d.limit)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "{} <span class=\"{}\">{}</span>{first}",
+                escape(&p.path.to_string()),
+                if p.passed() { "pass" } else { "fail" },
+                if p.passed() { "PASS" } else { "FAIL" }
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<details id=\"{}\"{}><summary><b>{}</b> ({} tokens): {}</summary>",
+        anchor(&m.id, prompt),
+        if open { " open" } else { "" },
+        escape(prompt),
+        reports[0].n_tokens,
+        verdicts.join(" · ")
+    );
+    let against_llama: Vec<TapSeries> = reports
+        .iter()
+        .filter_map(|p| {
+            p.taps.as_ref().map(|t| TapSeries {
+                label: p.path.to_string(),
+                color: color(p),
+                taps: t,
+            })
+        })
+        .collect();
+    let against_first: Vec<TapSeries> = reports
+        .iter()
+        .filter_map(|p| {
+            let v = p.vs.as_ref()?;
+            v.taps.as_ref().map(|t| TapSeries {
+                label: format!("{}~{}", p.path, v.against),
+                color: color(p),
+                taps: t,
+            })
+        })
+        .collect();
+    let first_path = m.paths.first().map(ToString::to_string).unwrap_or_default();
+    for (series, title) in [
+        (&against_llama, "Tap NMSE against llama.cpp".to_string()),
+        (
+            &against_first,
+            format!("Tap NMSE against the first path ({first_path})"),
+        ),
+    ] {
+        if series.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "<p class=\"legend\"><b>{title}</b>, one chart per tap, layer across (-1: before the first layer; last: after it), log NMSE up, every chart on the same axes:{}; thin line: that path's limit; ×: a tap over its limit; ring: the first divergence.</p>", legend(series.iter().map(|s| (s.label.as_str(), s.color, false))));
+        match plots::tap_grid(series) {
+            Ok(svgs) => {
+                out.push_str("<div class=\"grid\">\n");
+                for svg in svgs {
+                    out.push_str(&svg);
+                    out.push('\n');
+                }
+                out.push_str("</div>\n");
+            }
+            Err(e) => {
+                let _ = writeln!(out, "<p class=\"fail\">plot failed: {}</p>", escape(&e));
+            }
+        }
+    }
+    let mut kld: Vec<KldSeries> = Vec::new();
+    for p in reports {
+        if let Some(l) = &p.logits {
+            kld.push(KldSeries {
+                label: p.path.to_string(),
+                color: color(p),
+                thin: false,
+                logits: l,
+            });
+        }
+        if let Some(v) = &p.vs {
+            kld.push(KldSeries {
+                label: format!("{}~{}", p.path, v.against),
+                color: color(p),
+                thin: true,
+                logits: &v.logits,
+            });
+        }
+    }
+    if !kld.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"legend\"><b>KLD and top-1 per position</b>:{}</p>",
+            legend(kld.iter().map(|s| (s.label.as_str(), s.color, s.thin)))
+        );
+    }
+    match plots::kld_chart(&kld) {
+        Ok(Some(svg)) => {
+            out.push_str(&svg);
+            out.push('\n');
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let _ = writeln!(out, "<p class=\"fail\">plot failed: {}</p>", escape(&e));
+        }
+    }
+    out.push_str("</details>\n");
+}
+
+/// Colour swatches with labels (`thin`: a path against the first path).
+fn legend<'a>(items: impl Iterator<Item = (&'a str, plotters::style::RGBColor, bool)>) -> String {
+    items
+        .map(|(label, c, thin)| {
+            let hex = plots::hex(c);
+            if thin {
+                format!(
+                    "<span class=\"sw thin\" style=\"border-color:{hex}\"></span>{} (thin)",
+                    escape(label)
+                )
+            } else {
+                format!(
+                    "<span class=\"sw\" style=\"background:{hex}\"></span>{}",
+                    escape(label)
+                )
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -545,8 +440,14 @@ mod tests {
     use crate::compare::sample;
 
     #[test]
-    fn the_page_is_self_contained_with_a_plot_per_run_model() {
-        let r = sample::report();
+    fn the_page_is_self_contained_with_charts_for_every_prompt() {
+        let mut r = sample::report();
+        let mut other: Vec<PromptReport> = r.models[0].prompts.clone();
+        for p in &mut other {
+            p.prompt = "second".into();
+            p.failures.clear();
+        }
+        r.models[0].prompts.extend(other);
         let html = to_html(&r);
         for bad in [
             "src=\"http",
@@ -559,39 +460,78 @@ mod tests {
         ] {
             assert!(!html.contains(bad), "{bad}");
         }
-        // smol: a tap chart and a KLD chart; mamba (skipped): none.
-        assert_eq!(html.matches("<svg").count(), 2);
-        assert!(html.contains("tap NMSE by layer, prompt capital"));
-        // The first divergence of gpu is marked.
-        assert!(html.contains("first divergence (gpu): l_out"), "{html}");
+        // Per prompt: 4 tap charts (attn_norm, Qcur, l_out, result_norm)
+        // against llama.cpp, 4 against cpu, a KLD chart; mamba: none.
+        assert_eq!(html.matches("<svg").count(), 2 * 9);
+        assert_eq!(html.matches("<details").count(), 2);
+        // The failing prompt and the first are open: here both are the same
+        // prompt ("capital", which failed), "second" passed and is closed.
+        assert!(html.contains("<details id=\"p-smol-capital\" open>"));
+        assert!(html.contains("<details id=\"p-smol-second\"><summary>"));
+        // Each source's first divergence is named on its chart.
+        assert!(
+            html.contains("l_out: first divergence (gpu, layer 1)"),
+            "{html}"
+        );
         // Markup in details is escaped.
         assert!(html.contains("first divergence: &lt;Qcur&gt; &amp; &quot;more&quot;"));
         assert!(!html.contains("<Qcur>"));
         // Every row of the terminal table.
-        assert_eq!(html.matches("<tr>").count(), r.table_rows().len());
+        assert_eq!(
+            html.matches("<tr>").count() - banner_and_provenance_rows(&html),
+            r.table_rows().len()
+        );
         assert!(html.contains("<td class=\"FAIL\">FAIL</td>"));
         assert!(html.contains("skipped: architecture &apos;mamba&apos; not implemented"));
     }
 
-    #[test]
-    fn the_representative_prompt_is_the_first_failing_one() {
-        let mut r = sample::report();
-        let mut other = r.models[0].prompts[0].clone();
-        other.prompt = "first".into();
-        r.models[0].prompts.insert(0, other);
-        let (id, reports) = representative(&r.models[0]).unwrap();
-        assert_eq!((id, reports.len()), ("capital", 2));
-        assert!(representative(&r.models[1]).is_none());
+    /// `<tr>`s outside the table of items.
+    fn banner_and_provenance_rows(html: &str) -> usize {
+        let start = html.find("<h2>All items</h2>").unwrap();
+        html[..start].matches("<tr>").count()
     }
 
     #[test]
-    fn log_ranges_span_whole_decades() {
-        assert_eq!(
-            log_range([3e-5, 0.0, f64::NAN, 2e-3].into_iter(), 1e-9),
-            (1e-5, 1e-2)
+    fn the_banner_names_the_first_divergence_or_says_all_passed() {
+        let r = sample::report();
+        let html = to_html(&r);
+        let banner = &html[html.find("<div class=\"banner").unwrap()..html.find("</div>").unwrap()];
+        assert!(
+            banner.contains("FAIL: 4 failing checks, 1 of 2 items"),
+            "{banner}"
         );
-        assert_eq!(log_range([0.0].into_iter(), 1e-9), (1e-9, 1e-8));
-        let (lo, hi) = log_range([1e-3].into_iter(), 1e-9);
-        assert!(lo <= 1e-3 && hi >= 1e-2 * 0.999);
+        for want in [
+            "<th>model</th><td>smol</td>",
+            "<th>prompt</th><td>capital</td>",
+            "<th>path</th><td>gpu against llama.cpp</td>",
+            "<th>layer</th><td>1</td>",
+            "<th>tensor</th><td>l_out",
+            "<th>NMSE</th><td>1.200e-3 &gt; limit 1.0e-3</td>",
+            "href=\"#p-smol-capital\"",
+        ] {
+            assert!(banner.contains(want), "{want}: {banner}");
+        }
+        let mut ok = sample::report();
+        ok.models[0].failures.clear();
+        for p in &mut ok.models[0].prompts {
+            p.failures.clear();
+        }
+        let html = to_html(&ok);
+        assert!(html.contains("<div class=\"banner pass\"><h1>PASS: all checks passed</h1>"));
+        assert!(!html.contains("First divergence"));
+    }
+
+    #[test]
+    fn provenance_and_regressions_are_on_the_page() {
+        let baseline = sample::report();
+        let mut r = baseline.clone();
+        r.provenance.commit = "abc123".into();
+        r.models[0].prompts[1].logits.as_mut().unwrap().kld.max *= 2.0;
+        crate::compare::baseline::apply(&mut r, &baseline, "old.json", false);
+        let html = to_html(&r);
+        assert!(html.contains("<tr><th>commit</th><td>abc123</td></tr>"));
+        assert!(html.contains("1 figure worse than the baseline old.json"));
+        assert!(html.contains("<td>smol/capital/gpu</td><td>kld_max</td>"));
+        assert!(html.contains("<td class=\"FAIL\">WORSE: kld_max</td>"));
     }
 }

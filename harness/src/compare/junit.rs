@@ -141,6 +141,32 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// The `<properties>` of every test suite: the report's provenance
+/// (`sharpi_version`, `commit`, ..., `machine.1`) and, with a baseline,
+/// its file, commit and how many figures got worse.
+fn properties(report: &Report) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut machine = 0;
+    for (name, value) in report.provenance.fields() {
+        let name = if name == "machine" {
+            machine += 1;
+            format!("machine.{machine}")
+        } else {
+            name.to_string()
+        };
+        out.push((name, value));
+    }
+    if let Some(b) = &report.baseline {
+        out.push(("baseline.file".into(), b.file.clone()));
+        out.push(("baseline.commit".into(), b.commit.clone()));
+        out.push((
+            "baseline.regressions".into(),
+            b.regressions.len().to_string(),
+        ));
+    }
+    out
+}
+
 /// The report as a JUnit XML document.
 pub fn to_junit(report: &Report) -> String {
     let suites: Vec<(&ModelReport, Vec<Case>)> =
@@ -168,6 +194,16 @@ pub fn to_junit(report: &Report) -> String {
             count(cases, skipped),
             m.seconds
         );
+        out.push_str("    <properties>\n");
+        for (name, value) in properties(report) {
+            let _ = writeln!(
+                out,
+                "      <property name=\"{}\" value=\"{}\"/>",
+                escape(&name),
+                escape(&value)
+            );
+        }
+        out.push_str("    </properties>\n");
         for c in cases {
             let head = format!(
                 "    <testcase classname=\"{}\" name=\"{}\"",
@@ -245,6 +281,10 @@ mod tests {
             xml.contains("<skipped message=\"architecture &apos;mamba&apos; not implemented\"/>")
         );
         assert_eq!(xml.matches("<testsuite ").count(), 2);
+        // Each suite carries the provenance as properties.
+        assert_eq!(xml.matches("<properties>").count(), 2);
+        assert!(xml.contains("<property name=\"commit\" value=\"\"/>"));
+        assert!(xml.contains("<property name=\"thresholds_file_sha256\""));
         assert_eq!(xml.matches("</testsuite>").count(), 2);
     }
 

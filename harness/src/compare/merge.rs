@@ -2,12 +2,17 @@
 //! report one unsharded run would have written (timings apart), with one
 //! verdict.
 //!
-//! Refused: shards of different commits, reference data, limits or
-//! options ([`Provenance`]), of different item lists, a shard missing or
-//! given twice, an item run by two shards or by none.
+//! Refused: shards of different commits, sharpi versions, reference
+//! data, limits, options or injected faults, or run on machines whose
+//! numbers may differ ([`super::provenance`]: scalar against SIMD CPU
+//! kernels, another Vulkan device or driver), of different item lists, a
+//! shard missing or given twice, an item run by two shards or by none.
+//! Accepted: shards that differ in timings, CPU model, thread count or
+//! SIMD level; the merged report lists each distinct machine.
 
 use std::collections::{HashMap, HashSet};
 
+use super::provenance::{compatible_all, distinct_machines, same_run};
 use super::report::{ModelReport, Provenance, Report};
 
 /// Joins shard reports (any order) into one.
@@ -34,26 +39,8 @@ pub fn merge(mut shards: Vec<Report>) -> Result<Report, String> {
         if std::mem::replace(&mut seen[s.k - 1], true) {
             return Err(format!("shard {s} given twice"));
         }
-        same("the commit", i, &first.provenance, &r.provenance, |p| {
-            &p.commit
-        })?;
-        same(
-            "the reference data (manifest SHA-256)",
-            i,
-            &first.provenance,
-            &r.provenance,
-            |p| &p.reference_sha256,
-        )?;
-        same(
-            "the limits (thresholds SHA-256)",
-            i,
-            &first.provenance,
-            &r.provenance,
-            |p| &p.thresholds_sha256,
-        )?;
-        same("the options", i, &first.provenance, &r.provenance, |p| {
-            &p.settings
-        })?;
+        same_run(&first.provenance, &r.provenance)
+            .map_err(|e| format!("report {} differs from report 1 in {e}", i + 1))?;
         if r.items != first.items {
             return Err(format!(
                 "report {} lists other items than report 1 ({} against {})",
@@ -67,6 +54,9 @@ pub fn merge(mut shards: Vec<Report>) -> Result<Report, String> {
         return Err(format!("shard {}/{n} is missing", k + 1));
     }
     shards.sort_by_key(|r| r.shard.map_or(0, |s| s.k));
+    let machines = distinct_machines(shards.iter().flat_map(|r| &r.provenance.machines));
+    compatible_all(&machines)
+        .map_err(|e| format!("the shards ran on machines that differ in {e}"))?;
 
     // Every item run exactly once.
     let mut by: HashMap<&str, usize> = HashMap::new();
@@ -117,32 +107,17 @@ pub fn merge(mut shards: Vec<Report>) -> Result<Report, String> {
         reference_dir: first.reference_dir.clone(),
         thresholds: first.thresholds.clone(),
         paths: first.paths.clone(),
-        provenance: first.provenance.clone(),
+        provenance: Provenance {
+            machines,
+            ..first.provenance.clone()
+        },
         shard: None,
         items: first.items.clone(),
         ran: first.items.clone(),
         models,
+        baseline: None,
         seconds: shards.iter().map(|r| r.seconds).sum(),
     })
-}
-
-fn same(
-    what: &str,
-    i: usize,
-    a: &Provenance,
-    b: &Provenance,
-    f: impl Fn(&Provenance) -> &String,
-) -> Result<(), String> {
-    if f(a) == f(b) {
-        Ok(())
-    } else {
-        Err(format!(
-            "report {} differs from report 1 in {what}: {} against {}",
-            i + 1,
-            f(b),
-            f(a)
-        ))
-    }
 }
 
 /// One model from its shards' parts (`true`: the part of the shard that
@@ -194,6 +169,7 @@ fn merge_model(
 mod tests {
     use super::*;
     use crate::compare::matrix::Shard;
+    use crate::compare::provenance::Machine;
     use crate::compare::report::PromptReport;
     use crate::compare::{Failure, Path, Paths};
 
@@ -228,11 +204,19 @@ mod tests {
                 reference_sha256: "r".into(),
                 thresholds_sha256: "t".into(),
                 settings: "s".into(),
+                machines: vec![Machine {
+                    cpu: format!("cpu {k}"),
+                    cpu_kernels: "avx2".into(),
+                    threads: k,
+                    gpu: None,
+                }],
+                ..Provenance::default()
             },
             shard: Some(Shard { k, n: 2 }),
             items: items.iter().map(|s| s.to_string()).collect(),
             ran: ran.iter().map(|s| s.to_string()).collect(),
             models,
+            baseline: None,
             seconds: 1.0,
         }
     }
@@ -273,6 +257,14 @@ mod tests {
         assert_eq!(f, ["chat", "model"]);
         assert_eq!(m.shard, None);
         assert!(!m.passed());
+        // Shards on two machines (CPU model, thread count): both listed.
+        let cpus: Vec<&str> = m
+            .provenance
+            .machines
+            .iter()
+            .map(|m| m.cpu.as_str())
+            .collect();
+        assert_eq!(cpus, ["cpu 1", "cpu 2"]);
     }
 
     #[test]
@@ -289,6 +281,10 @@ mod tests {
             ("reference data", |p| p.reference_sha256 = "x".into()),
             ("limits", |p| p.thresholds_sha256 = "x".into()),
             ("options", |p| p.settings = "x".into()),
+            ("faults", |p| p.faults = vec!["rope-style".into()]),
+            ("CPU kernels", |p| {
+                p.machines[0].cpu_kernels = "scalar".into()
+            }),
         ] {
             let mut c = b.clone();
             edit(&mut c.provenance);

@@ -27,9 +27,11 @@
 //! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
 //! one self-contained HTML page with plots.
 
+pub mod baseline;
 pub mod calibrate;
 pub mod cross;
 pub mod greedy;
+pub mod headline;
 pub mod html;
 pub mod junit;
 pub mod logits;
@@ -37,6 +39,8 @@ pub mod matrix;
 pub mod merge;
 pub mod names;
 pub mod nan;
+pub mod plots;
+pub mod provenance;
 pub mod report;
 pub mod routing;
 pub mod run;

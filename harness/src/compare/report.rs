@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::baseline::BaselineComparison;
 use super::cross::CrossResult;
 use super::greedy::{GreedyResult, Outcome};
+use super::headline;
 use super::logits::LogitsResult;
 use super::matrix::Shard;
 use super::taps::TapsResult;
@@ -14,6 +16,8 @@ use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
 use super::{Failure, Path, Paths};
 use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
+
+pub use super::provenance::Provenance;
 
 /// Everything one `compare` run found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -38,6 +42,9 @@ pub struct Report {
     #[serde(default)]
     pub ran: Vec<String>,
     pub models: Vec<ModelReport>,
+    /// What `--baseline` found: the figures worse than an earlier report's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineComparison>,
     /// Wall time of the whole run.
     #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
@@ -66,22 +73,6 @@ pub struct ModelReport {
     pub text_seconds: f64,
     #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
-}
-
-/// The inputs of a run that decide its result, recorded in its report.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Provenance {
-    /// `git rev-parse HEAD` of the repository (`+dirty` with uncommitted
-    /// changes to tracked files; `unknown` outside git).
-    pub commit: String,
-    /// SHA-256 of the reference data's manifest.json (which holds every
-    /// reference file's SHA-256).
-    pub reference_sha256: String,
-    /// SHA-256 of the thresholds file.
-    pub thresholds_sha256: String,
-    /// The options that select and judge: models, prompts, paths, greedy
-    /// steps, chunk, corpus, validation, device.
-    pub settings: String,
 }
 
 impl ModelReport {
@@ -210,10 +201,19 @@ impl Report {
                 let _ = writeln!(out, "  {t}");
             }
         }
+        if let Some(b) = &self.baseline {
+            out.push('\n');
+            for line in b.summary() {
+                let _ = writeln!(out, "{line}");
+            }
+        }
         let failures = self.failures();
         if failures.is_empty() {
             let _ = writeln!(out, "\nall checks passed ({:.1} s)", self.seconds);
         } else {
+            if let Some(h) = headline::first_divergence(self) {
+                let _ = writeln!(out, "\nfirst divergence: {}", h.line());
+            }
             let _ = writeln!(
                 out,
                 "\n{} failing checks ({:.1} s):",
@@ -229,8 +229,45 @@ impl Report {
 
     /// The rows of the terminal table, its header first: one per model ×
     /// prompt × path (and one per path against the first path), then the
-    /// model-level rows (tokenizer corpus, chat renders, skipped).
+    /// model-level rows (tokenizer corpus, chat renders, skipped); with a
+    /// baseline, a last column "vs baseline" (the figures worse, or `new`).
     pub fn table_rows(&self) -> Vec<Vec<String>> {
+        let mut rows = self.check_rows();
+        if let Some(b) = &self.baseline {
+            rows[0].push("vs baseline".into());
+            for (row, key) in rows.iter_mut().skip(1).zip(self.row_keys()) {
+                row.push(match key {
+                    None => String::new(),
+                    Some((p, against)) => baseline_cell(b, p, against),
+                });
+            }
+        }
+        rows
+    }
+
+    /// The prompt and path (and the path it is against) of each row of
+    /// [`Report::check_rows`] after the header (None: a model-level row).
+    fn row_keys(&self) -> Vec<Option<(&PromptReport, Option<Path>)>> {
+        let mut keys = Vec::new();
+        for m in &self.models {
+            for p in &m.prompts {
+                keys.push(Some((p, None)));
+                if let Some(v) = &p.vs {
+                    keys.push(Some((p, Some(v.against))));
+                }
+            }
+            let model_rows = usize::from(m.tokenizer.is_some())
+                + usize::from(m.chat.is_some())
+                + usize::from(
+                    m.skipped.is_some() || (m.prompts.is_empty() && !m.failures.is_empty()),
+                );
+            keys.extend(std::iter::repeat_n(None, model_rows));
+        }
+        keys
+    }
+
+    /// The table's rows without the baseline column.
+    fn check_rows(&self) -> Vec<Vec<String>> {
         let mut rows: Vec<Vec<String>> = vec![[
             "model",
             "prompt",
@@ -278,6 +315,24 @@ impl Report {
             }
         }
         rows
+    }
+}
+
+/// The "vs baseline" cell of a row: `ok`, the figures worse, or `new`
+/// (not in the baseline).
+fn baseline_cell(b: &BaselineComparison, p: &PromptReport, against: Option<Path>) -> String {
+    let key = format!("{}/{}/{}", p.model, p.prompt, p.path);
+    if b.only_here.contains(&key) {
+        return "new".into();
+    }
+    let worse: Vec<&str> = b
+        .of(&p.model, &p.prompt, p.path, against)
+        .map(|r| r.figure.name())
+        .collect();
+    if worse.is_empty() {
+        "ok".into()
+    } else {
+        format!("WORSE: {}", worse.join(","))
     }
 }
 
@@ -487,4 +542,33 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
         logits_nmse: range(logits.iter().map(|l| l.nmse)),
         greedy,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compare::{baseline, sample};
+
+    #[test]
+    fn the_baseline_column_sits_on_its_rows() {
+        let old = sample::report();
+        assert!(!old.table_rows()[0].contains(&"vs baseline".to_string()));
+        let mut r = old.clone();
+        r.models[0].prompts[1].logits.as_mut().unwrap().kld.mean *= 2.0;
+        baseline::apply(&mut r, &old, "old.json", false);
+        let rows = r.table_rows();
+        let last: Vec<&str> = rows.iter().map(|r| r.last().unwrap().as_str()).collect();
+        // Header; cpu; gpu (worse); gpu~cpu; tokenizer; chat; mamba skipped.
+        assert_eq!(
+            last,
+            ["vs baseline", "ok", "WORSE: kld_mean", "ok", "", "", ""]
+        );
+        assert_eq!(rows[2][2], "gpu");
+        assert_eq!(rows[3][2], "gpu~cpu");
+        let table = r.table();
+        assert!(table.contains("1 figure worse than the baseline old.json (commit ):"));
+        assert!(table.contains("smol/capital/gpu: kld_mean: KLD mean"));
+        assert!(table.contains(
+            "\nfirst divergence: smol / capital / gpu against llama.cpp / layer 1, l_out"
+        ));
+    }
 }

@@ -163,6 +163,7 @@ pub fn report() -> Report {
         items: Vec::new(),
         ran: Vec::new(),
         models: vec![smol, mamba],
+        baseline: None,
         seconds: 2.0,
     }
 }

@@ -236,11 +236,13 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                 .map_err(|e| e.to_string())?,
             thresholds_sha256: sha256_hex(&thresholds_json),
             settings: opts.settings(),
+            ..Provenance::default()
         },
         shard: opts.shard,
         items: items.iter().map(Item::key).collect(),
         ran: picked.iter().map(|&i| items[i].key()).collect(),
         models: Vec::new(),
+        baseline: None,
         seconds: 0.0,
     };
     for (entry, plan) in manifest.models.iter().filter_map(|e| {
@@ -260,5 +262,6 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         report.models.push(run.report(&mut progress));
     }
     report.seconds = start.elapsed().as_secs_f64();
+    Provenance::complete(&mut report, opts, manifest);
     Ok(report)
 }

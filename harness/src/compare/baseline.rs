@@ -1,0 +1,746 @@
+//! `harness compare --baseline OLD.json`: every figure of this run held
+//! against the same item's figure in an earlier report, to see what got
+//! worse even where it is still within its limit.
+//!
+//! An item is one model × prompt × path (against llama.cpp) or one path
+//! against the run's first path ("gpu~cpu"); items are matched by model,
+//! prompt and path. What counts as worse, all in one place here:
+//!
+//! | figure | worse when |
+//! |---|---|
+//! | `logits_nmse` | above 2 × the baseline's ([`LOGITS_NMSE`]) |
+//! | `kld_mean` | above 1.10 × (+10%) ([`KLD_MEAN`]) |
+//! | `kld_max` | above 1.25 × (+25%) ([`KLD_MAX`]) |
+//! | `tap_nmse` | any tap (name and layer) above 2 × its baseline NMSE ([`TAP_NMSE`]) |
+//! | `first_divergence` | the first tap over its limit is earlier in graph order (or new) |
+//! | `top1` | a lower share of positions whose most likely token agrees |
+//! | `greedy` | fewer agreeing steps (of the steps both runs compared) |
+//! | `validation` | more Vulkan validation messages |
+//!
+//! A ratio is taken against `max(baseline, floor)`: a baseline of 0 (a
+//! bit-identical tensor) is held to the floor, not to 0. The exact checks
+//! (tokens, tokenizer corpus, chat renders, end-of-generation set) and the
+//! timings are not compared. Items present in only one report are listed,
+//! not failed.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::cross::CrossResult;
+use super::greedy::GreedyResult;
+use super::logits::LogitsResult;
+use super::report::{PromptReport, Report};
+use super::taps::{TapRow, TapsResult};
+use super::{Failure, Path};
+
+/// How much a figure where higher is worse may grow: it is worse when
+/// above `factor × max(baseline, floor)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    pub factor: f64,
+    /// Below this a figure is held to the floor (a baseline of 0 would
+    /// make any change a regression).
+    pub floor: f64,
+}
+
+/// Last-position logits NMSE: 2×, floor 1e-12.
+pub const LOGITS_NMSE: Tolerance = Tolerance {
+    factor: 2.0,
+    floor: 1e-12,
+};
+/// KLD mean over a prompt's positions: +10%, floor 1e-6 nats.
+pub const KLD_MEAN: Tolerance = Tolerance {
+    factor: 1.10,
+    floor: 1e-6,
+};
+/// KLD max over a prompt's positions: +25%, floor 1e-6 nats.
+pub const KLD_MAX: Tolerance = Tolerance {
+    factor: 1.25,
+    floor: 1e-6,
+};
+/// Each tap's NMSE: 2×, floor 1e-12 (layer 0 agrees to ~1e-13 or exactly).
+pub const TAP_NMSE: Tolerance = Tolerance {
+    factor: 2.0,
+    floor: 1e-12,
+};
+
+impl Tolerance {
+    /// Whether `now` is worse than `baseline` beyond this tolerance. A NaN
+    /// now is worse than any number; a NaN baseline holds nothing.
+    pub fn worse(&self, baseline: f64, now: f64) -> bool {
+        if baseline.is_nan() {
+            return false;
+        }
+        if now.is_nan() {
+            return true;
+        }
+        now > self.factor * baseline.max(self.floor)
+    }
+
+    /// "2x" or "+10%", and the floor.
+    pub fn describe(&self) -> String {
+        let grow = if self.factor >= 2.0 {
+            format!("{}x", self.factor)
+        } else {
+            format!("+{:.0}%", (self.factor - 1.0) * 100.0)
+        };
+        format!("{grow} (floor {:.0e})", self.floor)
+    }
+}
+
+/// A figure compared with the baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    LogitsNmse,
+    KldMean,
+    KldMax,
+    TapNmse,
+    FirstDivergence,
+    Top1,
+    Greedy,
+    Validation,
+}
+
+impl Figure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::LogitsNmse => "logits_nmse",
+            Figure::KldMean => "kld_mean",
+            Figure::KldMax => "kld_max",
+            Figure::TapNmse => "tap_nmse",
+            Figure::FirstDivergence => "first_divergence",
+            Figure::Top1 => "top1",
+            Figure::Greedy => "greedy",
+            Figure::Validation => "validation",
+        }
+    }
+
+    /// The rule, in words (the table above).
+    pub fn rule(self) -> String {
+        match self {
+            Figure::LogitsNmse => LOGITS_NMSE.describe(),
+            Figure::KldMean => KLD_MEAN.describe(),
+            Figure::KldMax => KLD_MAX.describe(),
+            Figure::TapNmse => format!("each tap {}", TAP_NMSE.describe()),
+            Figure::FirstDivergence => "earlier in graph order".into(),
+            Figure::Top1 => "fewer positions agree".into(),
+            Figure::Greedy => "fewer steps agree".into(),
+            Figure::Validation => "more messages".into(),
+        }
+    }
+}
+
+/// One figure of one item worse than in the baseline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Regression {
+    pub model: String,
+    pub prompt: String,
+    pub path: Path,
+    /// For a path against the run's first path: that path.
+    pub against: Option<Path>,
+    pub figure: Figure,
+    /// The figure in the baseline and now (`tap_nmse`: the worst tap's;
+    /// `first_divergence`: its layer, NaN for none).
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    pub baseline: f64,
+    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    pub now: f64,
+    /// What got worse, in one line.
+    pub detail: String,
+}
+
+impl Regression {
+    /// `model/prompt/path` or `model/prompt/path~first`.
+    pub fn item(&self) -> String {
+        item_key(&self.model, &self.prompt, self.path, self.against)
+    }
+}
+
+fn item_key(model: &str, prompt: &str, path: Path, against: Option<Path>) -> String {
+    match against {
+        Some(a) => format!("{model}/{prompt}/{path}~{a}"),
+        None => format!("{model}/{prompt}/{path}"),
+    }
+}
+
+/// What `--baseline` found, kept in the report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BaselineComparison {
+    /// The baseline report's file and commit.
+    pub file: String,
+    pub commit: String,
+    pub regressions: Vec<Regression>,
+    /// Items (`model/prompt/path`) only this run has, and only the
+    /// baseline has: reported, not failed.
+    pub only_here: Vec<String>,
+    pub only_baseline: Vec<String>,
+    /// Why the two may not be comparable (other reference data, limits).
+    pub warnings: Vec<String>,
+    /// `--fail-on-regression`: each regression is a failure of its item.
+    pub fail: bool,
+}
+
+impl BaselineComparison {
+    /// For the terminal: a line saying what was compared, a line per
+    /// regression, the items only one report has, and the warnings.
+    pub fn summary(&self) -> Vec<String> {
+        let against = format!("the baseline {} (commit {})", self.file, self.commit);
+        let mut out = Vec::new();
+        if self.regressions.is_empty() {
+            out.push(format!("no figure worse than {against}"));
+        } else {
+            out.push(format!(
+                "{} worse than {against}{}:",
+                figures(self.regressions.len()),
+                if self.fail {
+                    ", each a failure (--fail-on-regression)"
+                } else {
+                    ""
+                }
+            ));
+            for r in &self.regressions {
+                out.push(format!("  {}: {}: {}", r.item(), r.figure.name(), r.detail));
+            }
+        }
+        for (items, whose) in [
+            (&self.only_here, "this run"),
+            (&self.only_baseline, "the baseline"),
+        ] {
+            if !items.is_empty() {
+                out.push(format!(
+                    "  only in {whose} (not compared): {} items: {}",
+                    items.len(),
+                    list(items, 6)
+                ));
+            }
+        }
+        out.extend(self.warnings.iter().map(|w| format!("  warning: {w}")));
+        out
+    }
+
+    /// The regressions of one row of the table: `path` of `prompt` of
+    /// `model` against llama.cpp (`against` None) or against a path.
+    pub fn of(
+        &self,
+        model: &str,
+        prompt: &str,
+        path: Path,
+        against: Option<Path>,
+    ) -> impl Iterator<Item = &Regression> {
+        let (model, prompt) = (model.to_string(), prompt.to_string());
+        self.regressions.iter().filter(move |r| {
+            r.model == model && r.prompt == prompt && r.path == path && r.against == against
+        })
+    }
+}
+
+/// Reads a baseline report (`compare --json`); the error is one line.
+pub fn load(file: &std::path::Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Report::from_json(&text).map_err(|e| {
+        format!(
+            "{}: not a compare --json report: {}",
+            file.display(),
+            e.lines().next().unwrap_or_default()
+        )
+    })
+}
+
+/// Compares `report` with `baseline` and records the result in it
+/// ([`Report::baseline`]); with `fail`, each regression is also a failure
+/// ("regression") of its prompt and path. Returns the warnings (other
+/// reference data or limits: the figures are compared anyway).
+pub fn apply(report: &mut Report, baseline: &Report, file: &str, fail: bool) -> Vec<String> {
+    let (regressions, only_here, only_baseline) = compare(report, baseline);
+    let warnings = warnings(report, baseline, file);
+    if fail {
+        for r in &regressions {
+            let p = report
+                .models
+                .iter_mut()
+                .flat_map(|m| m.prompts.iter_mut())
+                .find(|p| p.model == r.model && p.prompt == r.prompt && p.path == r.path);
+            if let Some(p) = p {
+                let what = match r.against {
+                    Some(a) => format!("against {a}: "),
+                    None => String::new(),
+                };
+                p.failures.push(Failure::new(
+                    "regression",
+                    format!("{what}{}: {}", r.figure.name(), r.detail),
+                ));
+            }
+        }
+    }
+    report.baseline = Some(BaselineComparison {
+        file: file.to_string(),
+        commit: baseline.provenance.commit.clone(),
+        regressions,
+        only_here,
+        only_baseline,
+        warnings: warnings.clone(),
+        fail,
+    });
+    warnings
+}
+
+/// Why `baseline` may not be comparable with `report`, one line each.
+fn warnings(report: &Report, baseline: &Report, file: &str) -> Vec<String> {
+    let (a, b) = (&report.provenance, &baseline.provenance);
+    let mut out = Vec::new();
+    if a.reference_sha256 != b.reference_sha256 {
+        out.push(format!(
+            "baseline {file} was measured against other reference data (manifest SHA-256 {} against {}); figures compared anyway",
+            short(&b.reference_sha256),
+            short(&a.reference_sha256)
+        ));
+    }
+    if a.thresholds_sha256 != b.thresholds_sha256 {
+        out.push(format!(
+            "baseline {file} was judged by other limits (SHA-256 {} against {}); figures compared anyway",
+            short(&b.thresholds_sha256),
+            short(&a.thresholds_sha256)
+        ));
+    }
+    out
+}
+
+/// `1 figure`, `3 figures`.
+pub fn figures(n: usize) -> String {
+    if n == 1 {
+        "1 figure".into()
+    } else {
+        format!("{n} figures")
+    }
+}
+
+/// The first `n` of `items`, joined, and how many more.
+fn list(items: &[String], n: usize) -> String {
+    let mut s = items[..items.len().min(n)].join(", ");
+    if items.len() > n {
+        s += &format!(", and {} more", items.len() - n);
+    }
+    s
+}
+
+fn short(sha: &str) -> &str {
+    if sha.is_empty() {
+        "none"
+    } else {
+        &sha[..sha.len().min(12)]
+    }
+}
+
+/// Every regression of `now` against `baseline`, and the items only one
+/// of them has (`model/prompt/path`).
+pub fn compare(now: &Report, baseline: &Report) -> (Vec<Regression>, Vec<String>, Vec<String>) {
+    let index = |r: &Report| -> HashMap<String, PromptReport> {
+        r.models
+            .iter()
+            .flat_map(|m| &m.prompts)
+            .map(|p| (item_key(&p.model, &p.prompt, p.path, None), p.clone()))
+            .collect()
+    };
+    let (old, new) = (index(baseline), index(now));
+    let mut regressions = Vec::new();
+    let mut only_here = Vec::new();
+    for p in now.models.iter().flat_map(|m| &m.prompts) {
+        let key = item_key(&p.model, &p.prompt, p.path, None);
+        match old.get(&key) {
+            Some(b) => regressions.extend(prompt_regressions(b, p)),
+            None => only_here.push(key),
+        }
+    }
+    let only_baseline = baseline
+        .models
+        .iter()
+        .flat_map(|m| &m.prompts)
+        .map(|p| item_key(&p.model, &p.prompt, p.path, None))
+        .filter(|k| !new.contains_key(k))
+        .collect();
+    (regressions, only_here, only_baseline)
+}
+
+/// The regressions of one prompt on one path (and of that path against
+/// the first path).
+pub fn prompt_regressions(baseline: &PromptReport, now: &PromptReport) -> Vec<Regression> {
+    let mut found: Vec<(Option<Path>, Figure, f64, f64, String)> = Vec::new();
+    if let (Some(b), Some(n)) = (&baseline.taps, &now.taps) {
+        found.extend(
+            taps_regressions(b, n)
+                .into_iter()
+                .map(|(f, b, n, d)| (None, f, b, n, d)),
+        );
+    }
+    if let (Some(b), Some(n)) = (&baseline.logits, &now.logits) {
+        found.extend(
+            logits_regressions(b, n)
+                .into_iter()
+                .map(|(f, b, n, d)| (None, f, b, n, d)),
+        );
+    }
+    if let (Some(b), Some(n)) = (&baseline.greedy, &now.greedy) {
+        if let Some(r) = greedy_regression(b, n) {
+            found.push((None, Figure::Greedy, b.agree as f64, n.agree as f64, r));
+        }
+    }
+    if let (Some(b), Some(n)) = (baseline.validation_messages, now.validation_messages) {
+        if n > b {
+            found.push((
+                None,
+                Figure::Validation,
+                b as f64,
+                n as f64,
+                format!("{n} validation messages against {b}"),
+            ));
+        }
+    }
+    if let (Some(b), Some(n)) = (&baseline.vs, &now.vs) {
+        found.extend(
+            cross_regressions(b, n)
+                .into_iter()
+                .map(|(f, bv, nv, d)| (Some(n.against), f, bv, nv, d)),
+        );
+    }
+    found
+        .into_iter()
+        .map(|(against, figure, b, n, detail)| Regression {
+            model: now.model.clone(),
+            prompt: now.prompt.clone(),
+            path: now.path,
+            against,
+            figure,
+            baseline: b,
+            now: n,
+            detail,
+        })
+        .collect()
+}
+
+/// A figure that got worse: which, baseline, now, and the line saying so.
+type Found = (Figure, f64, f64, String);
+
+fn cross_regressions(baseline: &CrossResult, now: &CrossResult) -> Vec<Found> {
+    let mut out = Vec::new();
+    if let (Some(b), Some(n)) = (&baseline.taps, &now.taps) {
+        out.extend(taps_regressions(b, n));
+    }
+    out.extend(logits_regressions(&baseline.logits, &now.logits));
+    out
+}
+
+/// Logits NMSE, KLD mean and max, top-1 agreement.
+pub fn logits_regressions(baseline: &LogitsResult, now: &LogitsResult) -> Vec<Found> {
+    let mut out = Vec::new();
+    for (figure, tol, b, n, what) in [
+        (
+            Figure::LogitsNmse,
+            LOGITS_NMSE,
+            baseline.nmse,
+            now.nmse,
+            "last-position logits NMSE",
+        ),
+        (
+            Figure::KldMean,
+            KLD_MEAN,
+            baseline.kld.mean,
+            now.kld.mean,
+            "KLD mean",
+        ),
+        (
+            Figure::KldMax,
+            KLD_MAX,
+            baseline.kld.max,
+            now.kld.max,
+            "KLD max",
+        ),
+    ] {
+        if tol.worse(b, n) {
+            out.push((
+                figure,
+                b,
+                n,
+                format!(
+                    "{what} {} against {} in the baseline (tolerance {})",
+                    sci(n),
+                    sci(b),
+                    tol.describe()
+                ),
+            ));
+        }
+    }
+    if top1_worse(
+        (baseline.top1_agree, baseline.positions),
+        (now.top1_agree, now.positions),
+    ) {
+        out.push((
+            Figure::Top1,
+            baseline.top1_rate(),
+            now.top1_rate(),
+            format!(
+                "top-1 agreement {}/{} against {}/{} in the baseline",
+                now.top1_agree, now.positions, baseline.top1_agree, baseline.positions
+            ),
+        ));
+    }
+    out
+}
+
+/// Whether a lower share of positions agree now: `(agree, positions)`
+/// each (compared exactly, in integers).
+pub fn top1_worse(baseline: (usize, usize), now: (usize, usize)) -> bool {
+    let (ba, bp) = baseline;
+    let (na, np) = now;
+    if bp == 0 || np == 0 {
+        return false;
+    }
+    na * bp < ba * np
+}
+
+/// Fewer agreeing greedy steps, of the steps both runs compared: the
+/// line saying so, or None.
+pub fn greedy_regression(baseline: &GreedyResult, now: &GreedyResult) -> Option<String> {
+    let held_to = baseline.agree.min(now.compared);
+    (now.agree < held_to).then(|| {
+        format!(
+            "greedy continuation agrees for {} step(s) against {} in the baseline",
+            now.agree, baseline.agree
+        )
+    })
+}
+
+/// The tap NMSE regressions (one for all taps worse, the worst named) and
+/// an earlier first divergence.
+pub fn taps_regressions(baseline: &TapsResult, now: &TapsResult) -> Vec<Found> {
+    let mut out = Vec::new();
+    let old: HashMap<(&str, Option<usize>), &TapRow> = baseline
+        .rows
+        .iter()
+        .map(|r| ((r.name.as_str(), r.layer), r))
+        .collect();
+    let worse: Vec<(&TapRow, &TapRow)> = now
+        .rows
+        .iter()
+        .filter_map(|n| {
+            let b = *old.get(&(n.name.as_str(), n.layer))?;
+            TAP_NMSE.worse(b.nmse, n.nmse).then_some((b, n))
+        })
+        .collect();
+    // The worst: the largest growth over the (floored) baseline.
+    let growth = |(b, n): &(&TapRow, &TapRow)| {
+        if n.nmse.is_nan() {
+            f64::INFINITY
+        } else {
+            n.nmse / b.nmse.max(TAP_NMSE.floor)
+        }
+    };
+    if let Some(w) = worse.iter().max_by(|x, y| growth(x).total_cmp(&growth(y))) {
+        let (b, n) = *w;
+        out.push((
+            Figure::TapNmse,
+            b.nmse,
+            n.nmse,
+            format!(
+                "{} of {} taps above {} their baseline NMSE; the worst {}: {} against {}",
+                worse.len(),
+                now.rows.len(),
+                TAP_NMSE.describe(),
+                tap_label(n),
+                sci(n.nmse),
+                sci(b.nmse)
+            ),
+        ));
+    }
+    if let Some(n) = &now.first_divergence {
+        let at = |t: &TapsResult, d: &TapRow| t.rows.iter().position(|r| r == d);
+        let b = baseline.first_divergence.as_ref();
+        let earlier = match (at(now, n), b.and_then(|d| at(baseline, d))) {
+            (Some(i), Some(j)) => i < j,
+            (_, None) => b.is_none(),
+            (None, Some(_)) => false,
+        };
+        if earlier {
+            let layer = |d: &TapRow| d.layer.map_or(f64::NAN, |l| l as f64);
+            out.push((
+                Figure::FirstDivergence,
+                b.map_or(f64::NAN, layer),
+                layer(n),
+                format!(
+                    "first divergence at {} (NMSE {} > {}); the baseline's {}",
+                    tap_label(n),
+                    sci(n.nmse),
+                    sci(n.limit),
+                    b.map_or("none".to_string(), |d| format!("at {}", tap_label(d)))
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// `Qcur-0`, or `result_norm` for a tap outside the layers.
+fn tap_label(r: &TapRow) -> String {
+    match r.layer {
+        Some(l) => format!("{}-{l}", r.name),
+        None => r.name.clone(),
+    }
+}
+
+fn sci(x: f64) -> String {
+    super::report::sci(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::greedy::Outcome;
+    use crate::compare::sample;
+
+    #[test]
+    fn worse_beyond_the_tolerance_only() {
+        // +10%: 1.09x is within, 1.11x is not.
+        assert!(!KLD_MEAN.worse(1e-3, 1.09e-3));
+        assert!(KLD_MEAN.worse(1e-3, 1.11e-3));
+        assert!(!KLD_MAX.worse(1e-2, 1.24e-2));
+        assert!(KLD_MAX.worse(1e-2, 1.26e-2));
+        assert!(!TAP_NMSE.worse(1e-4, 1.9e-4));
+        assert!(TAP_NMSE.worse(1e-4, 2.1e-4));
+        // Better is never worse.
+        assert!(!LOGITS_NMSE.worse(1e-2, 1e-5));
+        // A zero baseline is held to the floor, not to 0.
+        assert!(!TAP_NMSE.worse(0.0, 1.5e-12));
+        assert!(TAP_NMSE.worse(0.0, 3e-12));
+        assert!(!KLD_MEAN.worse(0.0, 1e-6));
+        assert!(KLD_MEAN.worse(0.0, 2e-6));
+        // NaN now is worse; a NaN baseline holds nothing.
+        assert!(LOGITS_NMSE.worse(1e-3, f64::NAN));
+        assert!(!LOGITS_NMSE.worse(f64::NAN, 1.0));
+        assert_eq!(KLD_MEAN.describe(), "+10% (floor 1e-6)");
+        assert_eq!(TAP_NMSE.describe(), "2x (floor 1e-12)");
+    }
+
+    #[test]
+    fn fewer_agreeing_positions_and_steps() {
+        assert!(top1_worse((5, 5), (4, 5)));
+        assert!(!top1_worse((4, 5), (5, 5)));
+        assert!(!top1_worse((5, 5), (5, 5)));
+        // Rates when the positions differ: 9/10 against 18/20 is the same.
+        assert!(!top1_worse((9, 10), (18, 20)));
+        assert!(top1_worse((9, 10), (17, 20)));
+        assert!(!top1_worse((0, 0), (0, 3)));
+        let g = |agree, compared| GreedyResult {
+            reference_len: 32,
+            compared,
+            agree,
+            outcome: Outcome::Agree,
+            mismatch: None,
+            ours: Vec::new(),
+        };
+        assert!(greedy_regression(&g(5, 32), &g(4, 32)).is_some());
+        assert!(greedy_regression(&g(5, 32), &g(5, 32)).is_none());
+        // Only the steps both compared: 2 of 2 against 5 of 32 is not worse.
+        assert!(greedy_regression(&g(5, 32), &g(2, 2)).is_none());
+        assert!(greedy_regression(&g(2, 2), &g(1, 32)).is_some());
+    }
+
+    #[test]
+    fn taps_worse_and_an_earlier_first_divergence() {
+        let p = &sample::report().models[0].prompts;
+        let (cpu, gpu) = (p[0].taps.as_ref().unwrap(), p[1].taps.as_ref().unwrap());
+        assert!(taps_regressions(cpu, cpu).is_empty());
+        // gpu's taps are 200x cpu's and diverge where cpu does not.
+        let found = taps_regressions(cpu, gpu);
+        let figures: Vec<Figure> = found.iter().map(|f| f.0).collect();
+        assert_eq!(figures, [Figure::TapNmse, Figure::FirstDivergence]);
+        assert!(
+            found[0].3.starts_with("9 of 10 taps above 2x"),
+            "{}",
+            found[0].3
+        );
+        assert!(found[1].3.contains("the baseline's none"), "{}", found[1].3);
+        // The other way round: better, nothing.
+        assert!(taps_regressions(gpu, cpu).is_empty());
+        // Divergence earlier than the baseline's.
+        let mut later = gpu.clone();
+        later.first_divergence = Some(later.rows[7].clone());
+        let found = taps_regressions(&later, gpu);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, Figure::FirstDivergence);
+        assert!(taps_regressions(gpu, &later).is_empty());
+    }
+
+    #[test]
+    fn a_report_against_itself_has_no_regressions() {
+        let mut r = sample::report();
+        let same = r.clone();
+        let warnings = apply(&mut r, &same, "old.json", true);
+        assert!(warnings.is_empty());
+        let b = r.baseline.as_ref().unwrap();
+        assert!(b.regressions.is_empty() && b.only_here.is_empty() && b.only_baseline.is_empty());
+        assert_eq!(r.failures().len(), same.failures().len());
+    }
+
+    #[test]
+    fn regressions_fail_only_when_asked_and_new_items_are_listed() {
+        let baseline = sample::report();
+        let mut now = baseline.clone();
+        let gpu = &mut now.models[0].prompts[1];
+        gpu.logits.as_mut().unwrap().kld.mean *= 1.5;
+        gpu.greedy.as_mut().unwrap().agree = 1;
+        now.models[0].prompts[0].prompt = "other".into();
+        now.provenance.thresholds_sha256 = "new".into();
+
+        let mut quiet = now.clone();
+        let warnings = apply(&mut quiet, &baseline, "old.json", false);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("other limits"), "{}", warnings[0]);
+        let b = quiet.baseline.as_ref().unwrap();
+        let figures: Vec<&str> = b.regressions.iter().map(|r| r.figure.name()).collect();
+        assert_eq!(figures, ["kld_mean", "greedy"]);
+        assert_eq!(b.regressions[0].item(), "smol/capital/gpu");
+        assert_eq!(b.only_here, ["smol/other/cpu"]);
+        assert_eq!(b.only_baseline, ["smol/capital/cpu"]);
+        assert_eq!(quiet.failures().len(), now.failures().len());
+
+        let mut loud = now.clone();
+        apply(&mut loud, &baseline, "old.json", true);
+        let added: Vec<String> = loud
+            .failures()
+            .iter()
+            .filter(|(_, f)| f.check == "regression")
+            .map(|(at, f)| format!("{at}: {}", f.detail))
+            .collect();
+        assert_eq!(added.len(), 2, "{added:?}");
+        assert!(added[0].starts_with("smol/capital/gpu: kld_mean: KLD mean"));
+    }
+
+    #[test]
+    fn a_path_against_the_first_is_its_own_item() {
+        let baseline = sample::report();
+        let mut now = baseline.clone();
+        let vs = now.models[0].prompts[1].vs.as_mut().unwrap();
+        vs.logits.nmse *= 3.0;
+        let (regressions, _, _) = compare(&now, &baseline);
+        assert_eq!(regressions.len(), 1);
+        assert_eq!(regressions[0].item(), "smol/capital/gpu~cpu");
+        assert_eq!(regressions[0].figure, Figure::LogitsNmse);
+    }
+
+    #[test]
+    fn an_unreadable_baseline_is_one_line() {
+        let dir = std::env::temp_dir().join(format!("baseline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "{\"models\": 3,\n\"x\": [}").unwrap();
+        for f in [bad.clone(), dir.join("missing.json")] {
+            let e = load(&f).unwrap_err();
+            assert!(
+                !e.contains('\n') && e.contains(&f.display().to_string()),
+                "{e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
