@@ -9,6 +9,7 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod model;
 pub mod ops;
+pub mod perplexity;
 pub mod placement;
 pub mod quant;
 pub mod quantize;

@@ -88,6 +88,9 @@ pub enum Outputs {
     Last,
     /// Every position: `[n_tokens, n_vocab]`.
     All,
+    /// The positions from index `k` of the tokens on: `[n_tokens - k,
+    /// n_vocab]` (the head runs on those rows only). `From(0)` is `All`.
+    From(usize),
 }
 
 /// A model ready to run on its devices.
@@ -107,7 +110,7 @@ pub struct Session {
     /// `[n_vocab]`: the last position's logits, on the host.
     logits: Vec<f32>,
     /// `[n_tokens, n_vocab]`: every position's logits (grown by
-    /// [`Outputs::All`] only).
+    /// [`Outputs::All`] and [`Outputs::From`] only).
     all_logits: Vec<f32>,
     pos: usize,
     n_ctx: usize,
@@ -244,7 +247,8 @@ impl Session {
     /// Processes `tokens` at the current position in batches of `n_batch`,
     /// each batch one pass through the model, tapping into `sink` if given.
     /// Returns the logits `outputs` asks for: `[n_vocab]` for
-    /// [`Outputs::Last`], `[tokens.len(), n_vocab]` for [`Outputs::All`].
+    /// [`Outputs::Last`], `[tokens.len(), n_vocab]` for [`Outputs::All`],
+    /// `[tokens.len() - k, n_vocab]` for [`Outputs::From`]`(k)`.
     ///
     /// On an error from the backend the session's position is unchanged but
     /// its caches may hold part of the batch; [`reset`](Self::reset) it.
@@ -276,20 +280,38 @@ impl Session {
                 n_vocab,
             });
         }
-        if outputs == Outputs::All {
-            self.all_logits.resize(tokens.len() * n_vocab, 0.0);
+        // From this index of `tokens` on, every position gets logits.
+        let from = match outputs {
+            Outputs::Last => None,
+            Outputs::All => Some(0),
+            Outputs::From(k) if k < tokens.len() => Some(k),
+            Outputs::From(k) => {
+                return Err(SessionError::Config(format!(
+                    "logits from index {k} of {} tokens",
+                    tokens.len()
+                )))
+            }
+        };
+        if let Some(k) = from {
+            self.all_logits.resize((tokens.len() - k) * n_vocab, 0.0);
         }
         let n_chunks = tokens.len().div_ceil(self.n_batch);
         let pool = self.devices.worker_pool();
         let mut pos = self.pos;
         for (c, chunk) in tokens.chunks(self.n_batch).enumerate() {
-            let out = match outputs {
-                Outputs::All => {
-                    let start = (pos - self.pos) * n_vocab;
-                    HeadOut::All(&mut self.all_logits[start..start + chunk.len() * n_vocab])
+            // This chunk's rows are tokens[off..off + len].
+            let (off, len) = (pos - self.pos, chunk.len());
+            let out = match from {
+                Some(k) if k <= off => {
+                    let start = (off - k) * n_vocab;
+                    HeadOut::All(&mut self.all_logits[start..start + len * n_vocab])
                 }
-                Outputs::Last if c + 1 == n_chunks => HeadOut::Last(&mut self.logits),
-                Outputs::Last => HeadOut::Skip,
+                Some(k) if k < off + len => {
+                    HeadOut::From(k - off, &mut self.all_logits[..(off + len - k) * n_vocab])
+                }
+                Some(_) => HeadOut::Skip,
+                None if c + 1 == n_chunks => HeadOut::Last(&mut self.logits),
+                None => HeadOut::Skip,
             };
             let sink = sink.as_deref_mut().map(|s| s as &mut dyn TraceSink);
             let experts = self
@@ -314,9 +336,9 @@ impl Session {
             pos += chunk.len();
         }
         self.pos = pos;
-        Ok(match outputs {
-            Outputs::Last => &self.logits,
-            Outputs::All => &self.all_logits,
+        Ok(match from {
+            None => &self.logits,
+            Some(_) => &self.all_logits,
         })
     }
 }

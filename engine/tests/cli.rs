@@ -1,4 +1,4 @@
-//! The sharpi command line: generate, inspect, quantize.
+//! The sharpi command line: generate, inspect, perplexity, quantize.
 //! One test binary for these files (each file a module, as it was one
 //! binary): fewer binaries to compile and link.
 
@@ -9,5 +9,7 @@ mod gguf_support;
 mod cli_generate;
 #[path = "cli_inspect.rs"]
 mod cli_inspect;
+#[path = "cli_perplexity.rs"]
+mod cli_perplexity;
 #[path = "cli_quantize.rs"]
 mod cli_quantize;

@@ -27,6 +27,8 @@ mod model_load;
 mod model_real;
 #[path = "model_speed.rs"]
 mod model_speed;
+#[path = "perplexity_run.rs"]
+mod perplexity_run;
 #[path = "quantize_recipe.rs"]
 mod quantize_recipe;
 #[path = "test_binaries.rs"]

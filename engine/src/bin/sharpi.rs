@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use engine::cli::bench::BenchArgs;
 use engine::cli::generate::GenerateArgs;
+use engine::cli::perplexity::PerplexityArgs;
 use engine::cli::synth::SynthArgs;
 use engine::cli::{self, CliError};
 use engine::quantize::FileType;
@@ -33,6 +34,9 @@ enum Command {
     Run(GenerateArgs),
     /// Prefill and decode speed (llama-bench's pp and tg tests), median of -r runs.
     Bench(BenchArgs),
+    /// Perplexity of a text, and KL divergence against a base logits file
+    /// (llama-perplexity's modes and file format).
+    Perplexity(PerplexityArgs),
     /// Print a GGUF file's metadata, tensor table and totals per type.
     Inspect {
         /// Path to a .gguf file.
@@ -69,6 +73,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match command {
         Command::Run(args) => cli::generate::run(&args, &mut out)?,
         Command::Bench(args) => cli::bench::run(&args, &mut out)?,
+        Command::Perplexity(args) => cli::perplexity::run(&args, &mut out)?,
         Command::Inspect { model, json } => cli::inspect::run(&model, json, &mut out)?,
         Command::Quantize {
             input,

@@ -6,6 +6,7 @@ pub mod device;
 pub mod generate;
 pub mod inspect;
 pub mod load;
+pub mod perplexity;
 pub mod prompt;
 pub mod quantize;
 pub mod synth;

@@ -19,6 +19,8 @@ pub enum HeadOut<'o> {
     Last(&'o mut [f32]),
     /// Every row: `[rows, n_vocab]`.
     All(&'o mut [f32]),
+    /// The rows from index `r` on: `[rows - r, n_vocab]`.
+    From(usize, &'o mut [f32]),
 }
 
 /// Logits of the chosen rows of `x` `[rows, n_embd]` (the last layer's
@@ -37,6 +39,7 @@ pub fn run(
         HeadOut::Skip => return Ok(()),
         HeadOut::Last(d) => (x.rows_from(x.rows() - 1, 1), d),
         HeadOut::All(d) => (x, d),
+        HeadOut::From(r, d) => (x.rows_from(r, x.rows() - r), d),
     };
     let rows = step.handoff(rows, Stage::Head)?;
     let n = rows.rows();
