@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn c_fixed_pads_and_names_non_finite_values_as_printf_does() {
-        assert_eq!(c_fixed(3.14159, 10, 6), "  3.141590");
+        assert_eq!(c_fixed(1.23456, 10, 6), "  1.234560");
         assert_eq!(c_fixed(-0.5, 6, 3), "-0.500");
         assert_eq!(c_fixed(12.34567, 0, 4), "12.3457");
         assert_eq!(c_fixed(f64::NAN, 6, 3), "   nan");

@@ -382,7 +382,11 @@ mod tests {
             kld: f64::from(0.001 + (x * 0.11).cos().abs() * 0.05),
             p_diff: (x * 0.23).sin() * 0.1,
             top: i as u32 % 7,
-            top_base: if i % 3 == 0 { 99 } else { i as u32 % 7 },
+            top_base: if i.is_multiple_of(3) {
+                99
+            } else {
+                i as u32 % 7
+            },
         }
     }
 
