@@ -237,8 +237,8 @@ fn regressions(out: &mut String, b: &BaselineComparison) {
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"wrap\">{}</td></tr>",
                 escape(&r.item()),
                 r.figure.name(),
-                super::report::sci(r.baseline),
-                super::report::sci(r.now),
+                r.show(r.baseline),
+                r.show(r.now),
                 escape(&r.figure.rule()),
                 escape(&r.detail)
             );
