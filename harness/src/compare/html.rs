@@ -33,7 +33,7 @@ th{background:#eee}td.PASS{background:#dcf5dc}td.FAIL{background:#f8d0d0}\
 .banner.fail{border-color:#b71c1c;background:#fdeeee}.banner table.kv{font-size:15px}\
 .banner table.kv th{width:9em}.banner .worse{color:#8a4b00;font-weight:bold}\
 table.kv th{background:#f4f4f4}table.prov{font-size:11px}p.prov{font-size:13px;margin:4px 0}\
-td.wrap{white-space:normal;min-width:20em}\
+td.wrap{white-space:normal;min-width:12em}\
 ul.totals,ul.failures{font-family:monospace;font-size:12px}\
 details{margin:10px 0;border-top:1px solid #ddd;padding-top:6px}summary{cursor:pointer;font-size:15px}\
 .grid{display:grid;grid-template-columns:repeat(4,max-content);gap:2px 4px;align-items:start}.grid svg{margin:0}svg{display:block;margin:6px 0}\
