@@ -58,7 +58,7 @@ fn a_run_against_its_own_report_and_an_injected_fault_against_it() {
         // failing checks only with --fail-on-regression.
         let (code, out, _) = harness(&args);
         assert_eq!(code, 1, "{out}");
-        assert!(out.contains("WORSE: tap_nmse,first_divergence"), "{out}");
+        assert!(out.contains("WORSE: tap_nmse, first_divergence"), "{out}");
         assert!(!out.contains(": regression: "), "{out}");
         let (code, out, _) = harness(&[&args[..], &["--fail-on-regression"]].concat());
         assert_eq!(code, 1, "{out}");

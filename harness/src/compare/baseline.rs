@@ -152,6 +152,19 @@ pub struct Regression {
 }
 
 impl Regression {
+    /// `value` (its [`Regression::baseline`] or [`Regression::now`]) as
+    /// this figure reads: `3.1e-1`, `80%` (top-1), `4 steps`, `layer 0`.
+    pub fn show(&self, value: f64) -> String {
+        match self.figure {
+            Figure::Top1 => format!("{:.0}%", 100.0 * value),
+            Figure::Greedy => format!("{value:.0} steps"),
+            Figure::Validation => format!("{value:.0}"),
+            Figure::FirstDivergence if value.is_nan() => "none".into(),
+            Figure::FirstDivergence => format!("layer {value:.0}"),
+            _ => sci(value),
+        }
+    }
+
     /// `model/prompt/path` or `model/prompt/path~first`.
     pub fn item(&self) -> String {
         item_key(&self.model, &self.prompt, self.path, self.against)
@@ -668,6 +681,8 @@ mod tests {
         let found = taps_regressions(&later, gpu);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].0, Figure::FirstDivergence);
+        // Layers 2 and 1.
+        assert_eq!((found[0].1, found[0].2), (2.0, 1.0));
         assert!(taps_regressions(gpu, &later).is_empty());
     }
 
@@ -700,6 +715,11 @@ mod tests {
         let figures: Vec<&str> = b.regressions.iter().map(|r| r.figure.name()).collect();
         assert_eq!(figures, ["kld_mean", "greedy"]);
         assert_eq!(b.regressions[0].item(), "smol/capital/gpu");
+        let shown = |r: &Regression| (r.show(r.baseline), r.show(r.now));
+        assert_eq!(
+            shown(&b.regressions[1]),
+            ("4 steps".into(), "1 steps".into())
+        );
         assert_eq!(b.only_here, ["smol/other/cpu"]);
         assert_eq!(b.only_baseline, ["smol/capital/cpu"]);
         assert_eq!(quiet.failures().len(), now.failures().len());

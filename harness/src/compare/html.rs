@@ -32,7 +32,8 @@ th{background:#eee}td.PASS{background:#dcf5dc}td.FAIL{background:#f8d0d0}\
 .banner h1{margin:0 0 6px 0;font-size:26px}.banner.pass{border-color:#1a7f37;background:#eef8ee}\
 .banner.fail{border-color:#b71c1c;background:#fdeeee}.banner table.kv{font-size:15px}\
 .banner table.kv th{width:9em}.banner .worse{color:#8a4b00;font-weight:bold}\
-table.kv th{background:#f4f4f4}table.prov{font-size:11px;margin-bottom:16px}\
+table.kv th{background:#f4f4f4}table.prov{font-size:11px}p.prov{font-size:13px;margin:4px 0}\
+td.wrap{white-space:normal;min-width:12em}\
 ul.totals,ul.failures{font-family:monospace;font-size:12px}\
 details{margin:10px 0;border-top:1px solid #ddd;padding-top:6px}summary{cursor:pointer;font-size:15px}\
 .grid{display:grid;grid-template-columns:repeat(4,max-content);gap:2px 4px;align-items:start}.grid svg{margin:0}svg{display:block;margin:6px 0}\
@@ -74,6 +75,15 @@ pub fn to_html(report: &Report) -> String {
     out
 }
 
+/// `1 item`, `2 items`.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 /// The id of a prompt's `<details>` (a link target).
 fn anchor(model: &str, prompt: &str) -> String {
     let clean = |s: &str| -> String {
@@ -98,8 +108,9 @@ fn banner(out: &mut String, report: &Report) {
     if failures.is_empty() {
         let _ = writeln!(
             out,
-            "<div class=\"banner pass\"><h1>PASS: all checks passed</h1>\n<p>{items} model × prompt × path items of {} models, every check within its limit; {:.1} s.</p>",
-            report.models.len(),
+            "<div class=\"banner pass\"><h1>PASS: all checks passed</h1>\n<p>{} (model × prompt × path) of {}, every check within its limit; {:.1} s.</p>",
+            count(items, "item"),
+            count(report.models.len(), "model"),
             report.seconds
         );
     } else {
@@ -177,6 +188,22 @@ fn banner(out: &mut String, report: &Report) {
 
 /// Where the report came from, one row per field.
 fn provenance(out: &mut String, report: &Report) {
+    let p = &report.provenance;
+    let mut line = format!(
+        "sharpi {} at commit {}; llama.cpp {}; limits {}",
+        p.sharpi_version, p.commit, p.llama_cpp, report.thresholds
+    );
+    for m in &p.machines {
+        line += &format!("; {}", m.describe());
+    }
+    if !p.faults.is_empty() {
+        line += &format!("; faults injected: {}", p.faults.join(", "));
+    }
+    let _ = write!(
+        out,
+        "<p class=\"prov\">{}</p>\n<details><summary>Provenance, every field</summary>",
+        escape(&line)
+    );
     out.push_str("<table class=\"prov kv\">");
     let _ = write!(
         out,
@@ -188,7 +215,7 @@ fn provenance(out: &mut String, report: &Report) {
     for (k, v) in report.provenance.fields() {
         let _ = write!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
     }
-    out.push_str("</table>\n");
+    out.push_str("</table></details>\n");
 }
 
 /// The figures worse than the baseline, and the items only one report has.
@@ -207,11 +234,11 @@ fn regressions(out: &mut String, b: &BaselineComparison) {
         for r in &b.regressions {
             let _ = writeln!(
                 out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"wrap\">{}</td></tr>",
                 escape(&r.item()),
                 r.figure.name(),
-                super::report::sci(r.baseline),
-                super::report::sci(r.now),
+                r.show(r.baseline),
+                r.show(r.now),
                 escape(&r.figure.rule()),
                 escape(&r.detail)
             );
@@ -232,7 +259,7 @@ fn table(out: &mut String, report: &Report) {
         for (c, cell) in row.iter().enumerate() {
             let class = match cell.as_str() {
                 "PASS" | "FAIL" if i > 0 => format!(" class=\"{cell}\""),
-                _ if i > 0 && c > 0 && cell.starts_with("WORSE") => " class=\"FAIL\"".into(),
+                _ if i > 0 && c > 0 && cell.starts_with("WORSE") => " class=\"FAIL wrap\"".into(),
                 _ => String::new(),
             };
             let _ = write!(out, "<{tag}{class}>{}</{tag}>", escape(cell));
@@ -463,7 +490,7 @@ mod tests {
         // Per prompt: 4 tap charts (attn_norm, Qcur, l_out, result_norm)
         // against llama.cpp, 4 against cpu, a KLD chart; mamba: none.
         assert_eq!(html.matches("<svg").count(), 2 * 9);
-        assert_eq!(html.matches("<details").count(), 2);
+        assert_eq!(html.matches("<details id=").count(), 2);
         // The failing prompt and the first are open: here both are the same
         // prompt ("capital", which failed), "second" passed and is closed.
         assert!(html.contains("<details id=\"p-smol-capital\" open>"));
@@ -530,8 +557,9 @@ mod tests {
         crate::compare::baseline::apply(&mut r, &baseline, "old.json", false);
         let html = to_html(&r);
         assert!(html.contains("<tr><th>commit</th><td>abc123</td></tr>"));
+        assert!(html.contains("<p class=\"prov\">sharpi  at commit abc123;"));
         assert!(html.contains("1 figure worse than the baseline old.json"));
         assert!(html.contains("<td>smol/capital/gpu</td><td>kld_max</td>"));
-        assert!(html.contains("<td class=\"FAIL\">WORSE: kld_max</td>"));
+        assert!(html.contains("<td class=\"FAIL wrap\">WORSE: kld_max</td>"));
     }
 }

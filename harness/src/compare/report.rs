@@ -332,7 +332,7 @@ fn baseline_cell(b: &BaselineComparison, p: &PromptReport, against: Option<Path>
     if worse.is_empty() {
         "ok".into()
     } else {
-        format!("WORSE: {}", worse.join(","))
+        format!("WORSE: {}", worse.join(", "))
     }
 }
 
