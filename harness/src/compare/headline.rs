@@ -11,7 +11,6 @@
 //! divergence (a token, KLD or greedy failure, say) headlines its first
 //! failing check in report order.
 
-use super::report::{PromptReport, Report};
 use super::taps::{TapRow, TapsResult};
 use super::{Failure, Path};
 
@@ -94,47 +93,46 @@ fn graph_order(t: &TapsResult, d: &TapRow) -> (i64, usize) {
     (layer, i)
 }
 
-/// The taps of `p` against llama.cpp and against the first path.
-fn taps_of(p: &PromptReport) -> Vec<(Option<Path>, &TapsResult)> {
-    let mut v: Vec<(Option<Path>, &TapsResult)> = p.taps.iter().map(|t| (None, t)).collect();
-    if let Some(vs) = &p.vs {
-        v.extend(vs.taps.iter().map(|t| (Some(vs.against), t)));
-    }
-    v
+/// A tap comparison that may hold the first divergence: one prompt on
+/// one path, against llama.cpp (`against` None) or against a path.
+pub struct Candidate<'a> {
+    pub model: &'a str,
+    pub prompt: &'a str,
+    pub path: Path,
+    pub against: Option<Path>,
+    pub taps: &'a TapsResult,
 }
 
-/// The first divergence of `report` (None: nothing failed).
-pub fn first_divergence(report: &Report) -> Option<Headline<'_>> {
-    let prompts = report.models.iter().flat_map(|m| &m.prompts);
+/// The first divergence among `candidates` (in report order), else
+/// `first_failure` (the report's first failing check and where), else
+/// None: nothing failed.
+pub fn first_divergence<'a>(
+    candidates: impl IntoIterator<Item = Candidate<'a>>,
+    first_failure: Option<(String, &'a Failure)>,
+) -> Option<Headline<'a>> {
     let mut best: Option<((i64, usize), Headline)> = None;
-    for p in prompts {
-        for (against, t) in taps_of(p) {
-            let Some(d) = &t.first_divergence else {
-                continue;
-            };
-            let order = graph_order(t, d);
-            if best.as_ref().is_none_or(|(o, _)| order < *o) {
-                best = Some((
-                    order,
-                    Headline::Tap {
-                        model: &p.model,
-                        prompt: &p.prompt,
-                        path: p.path,
-                        against,
-                        row: d,
-                    },
-                ));
-            }
+    for c in candidates {
+        let Some(d) = &c.taps.first_divergence else {
+            continue;
+        };
+        let order = graph_order(c.taps, d);
+        if best.as_ref().is_none_or(|(o, _)| order < *o) {
+            best = Some((
+                order,
+                Headline::Tap {
+                    model: c.model,
+                    prompt: c.prompt,
+                    path: c.path,
+                    against: c.against,
+                    row: d,
+                },
+            ));
         }
     }
-    if let Some((_, h)) = best {
-        return Some(h);
+    match best {
+        Some((_, h)) => Some(h),
+        None => first_failure.map(|(at, failure)| Headline::Check { at, failure }),
     }
-    report
-        .failures()
-        .into_iter()
-        .next()
-        .map(|(at, failure)| Headline::Check { at, failure })
 }
 
 #[cfg(test)]
@@ -164,7 +162,7 @@ mod tests {
     fn the_earliest_tap_over_its_limit_then_report_order() {
         let mut r = sample::report();
         // sample: gpu diverges at l_out-1 (cpu and gpu~cpu do not).
-        let h = first_divergence(&r).unwrap();
+        let h = r.first_divergence().unwrap();
         assert_eq!(
             tap(&h),
             ("capital".into(), Path::Gpu, None, "l_out-1".into())
@@ -183,7 +181,7 @@ mod tests {
         vs.rows[1].pass = false;
         vs.first_divergence = Some(vs.rows[1].clone());
         r.models[0].prompts.push(later.clone());
-        let h = first_divergence(&r).unwrap();
+        let h = r.first_divergence().unwrap();
         assert_eq!(
             tap(&h),
             ("later".into(), Path::Gpu, Some(Path::Cpu), "Qcur-0".into())
@@ -192,7 +190,7 @@ mod tests {
         let mut again = later;
         again.prompt = "last".into();
         r.models[0].prompts.push(again);
-        assert_eq!(tap(&first_divergence(&r).unwrap()).0, "later");
+        assert_eq!(tap(&r.first_divergence().unwrap()).0, "later");
     }
 
     #[test]
@@ -202,7 +200,7 @@ mod tests {
             p.taps.as_mut().unwrap().first_divergence = None;
         }
         // The model-level chat failure comes first in report order.
-        match first_divergence(&r).unwrap() {
+        match r.first_divergence().unwrap() {
             Headline::Check { at, failure } => {
                 assert_eq!((at.as_str(), failure.check.as_str()), ("smol", "chat"))
             }
@@ -212,6 +210,6 @@ mod tests {
         for p in &mut r.models[0].prompts {
             p.failures.clear();
         }
-        assert_eq!(first_divergence(&r), None);
+        assert_eq!(r.first_divergence(), None);
     }
 }

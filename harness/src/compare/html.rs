@@ -16,10 +16,10 @@
 
 use std::fmt::Write as _;
 
-use super::baseline::BaselineComparison;
 use super::headline::{self, Headline};
 use super::junit::escape;
 use super::plots::{self, KldSeries, TapSeries};
+use super::regression::BaselineComparison;
 use super::report::{model_totals, ModelReport, PromptReport};
 use super::Report;
 
@@ -119,7 +119,7 @@ fn banner(out: &mut String, report: &Report) {
             "<div class=\"banner fail\"><h1>FAIL: {} failing checks, {failed_items} of {items} items</h1>",
             failures.len()
         );
-        match headline::first_divergence(report) {
+        match report.first_divergence() {
             Some(Headline::Tap {
                 model,
                 prompt,
@@ -174,7 +174,7 @@ fn banner(out: &mut String, report: &Report) {
             let _ = writeln!(
                 out,
                 "<p class=\"worse\">{} worse than {against}{} (<a href=\"#regressions\">list</a>).</p>",
-                super::baseline::figures(b.regressions.len()),
+                super::regression::figures(b.regressions.len()),
                 if b.fail {
                     ", each a failure (--fail-on-regression)"
                 } else {
@@ -333,8 +333,8 @@ fn prompt_details(
                         " (first over: {}-{} {} &gt; {})",
                         escape(&d.name),
                         d.layer.map_or("-".into(), |l| l.to_string()),
-                        super::report::sci(d.nmse),
-                        super::report::sci(d.limit)
+                        super::sci(d.nmse),
+                        super::sci(d.limit)
                     )
                 })
                 .unwrap_or_default();

@@ -41,6 +41,7 @@ pub mod names;
 pub mod nan;
 pub mod plots;
 pub mod provenance;
+pub mod regression;
 pub mod report;
 pub mod routing;
 pub mod run;
@@ -340,6 +341,17 @@ impl Failure {
             check: check.to_string(),
             detail: detail.into(),
         }
+    }
+}
+
+/// A figure in the tables: `1.2e-3`, `0`, `NaN`.
+pub(crate) fn sci(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{x:.1e}")
     }
 }
 

@@ -2,7 +2,8 @@
 //! the commit and whether the tree was dirty), the reference data (its
 //! manifest's SHA-256 and llama.cpp's version), the limits, the options,
 //! and the machines it ran on ([`Machine`]: CPU, CPU kernels, threads, the
-//! Vulkan device and driver when a GPU path ran).
+//! Vulkan device and driver when a GPU path ran). A run fills it in
+//! (`run/provenance.rs`).
 //!
 //! `harness merge` joins shards only when [`same_run`] holds: the same
 //! code, reference data, limits, options and injected faults. Machines may
@@ -14,10 +15,6 @@
 //! on different ones are refused.
 
 use serde::{Deserialize, Serialize};
-
-use super::report::Report;
-use super::run::Options;
-use crate::reference::format::Manifest;
 
 /// The inputs of a run that decide its result, recorded in its report
 /// (JSON, the JUnit properties, the HTML header).
@@ -84,40 +81,6 @@ pub struct Gpu {
 }
 
 impl Provenance {
-    /// Fills in what a finished run's `report` adds to the provenance
-    /// `run` recorded at its start (commit, reference, limits, options):
-    /// sharpi's version, the dirty flag, llama.cpp's version, the limits
-    /// file's SHA-256, injected faults and this machine.
-    pub fn complete(report: &mut Report, opts: &Options, manifest: &Manifest) {
-        let ran_gpu = report
-            .models
-            .iter()
-            .flat_map(|m| &m.prompts)
-            .any(|p| p.path.uses_gpu());
-        let models: Vec<&str> = report
-            .items
-            .iter()
-            .filter_map(|i| i.split('/').next())
-            .collect();
-        let p = &mut report.provenance;
-        p.dirty = p.commit.ends_with("+dirty");
-        p.sharpi_version = env!("CARGO_PKG_VERSION").to_string();
-        p.llama_cpp = llama_cpp_versions(
-            manifest
-                .models
-                .iter()
-                .filter(|m| models.contains(&m.id.as_str()))
-                .map(|m| (m.id.as_str(), m.llama_cpp_version.as_deref())),
-        );
-        p.thresholds_file_sha256 =
-            crate::reference::writer::sha256_file(std::path::Path::new(&opts.thresholds.source))
-                .unwrap_or_else(|_| "not a file".into());
-        p.faults = injected_faults();
-        p.machines = vec![Machine::this(opts, ran_gpu)];
-    }
-}
-
-impl Provenance {
     /// Every field as a name and a one-line value, in reading order (the
     /// JUnit properties and the HTML header): `machine` once per machine.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
@@ -143,22 +106,6 @@ impl Provenance {
 }
 
 impl Machine {
-    /// This machine, as `opts` runs on it (the GPU: the device `opts`
-    /// selects, listed when `gpu` says a GPU path ran).
-    fn this(opts: &Options, gpu: bool) -> Machine {
-        let threads = match opts.threads {
-            // As the engine resolves it (cpu/backend.rs).
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
-        Machine {
-            cpu: cpu_model(),
-            cpu_kernels: engine::simd::SimdLevel::detected().to_string(),
-            threads,
-            gpu: gpu.then(|| vulkan_device(&opts.device)),
-        }
-    }
-
     /// One line: `CPU (kernels, N threads); GPU (kind, Vulkan v, driver)`.
     pub fn describe(&self) -> String {
         let mut s = format!(
@@ -172,63 +119,6 @@ impl Machine {
             );
         }
         s
-    }
-}
-
-/// The CPU's model name from /proc/cpuinfo, else the architecture.
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .filter_map(|l| l.split_once(':'))
-                .find(|(k, _)| k.trim() == "model name")
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
-}
-
-/// The Vulkan device `selector` picks (as a session does) with its driver,
-/// or why there is none.
-fn vulkan_device(selector: &engine::vulkan::DeviceSelector) -> Gpu {
-    let found = engine::vulkan::list_devices()
-        .map_err(|e| e.to_string())
-        .and_then(|devices| {
-            selector
-                .choose(&devices)
-                .cloned()
-                .map_err(|e| e.to_string())
-        });
-    match found {
-        Ok(d) => {
-            let (major, minor, patch) = d.api_version;
-            Gpu {
-                name: d.name,
-                kind: format!("{:?}", d.kind),
-                vulkan: format!("{major}.{minor}.{patch}"),
-                driver: d.driver,
-            }
-        }
-        Err(e) => Gpu {
-            name: format!("unknown ({e})"),
-            ..Gpu::default()
-        },
-    }
-}
-
-/// The faults injected in this process (none without the feature).
-fn injected_faults() -> Vec<String> {
-    #[cfg(feature = "fault-injection")]
-    {
-        engine::fault::FAULTS
-            .iter()
-            .filter(|(name, _)| engine::fault::active(name))
-            .map(|(name, _)| name.to_string())
-            .collect()
-    }
-    #[cfg(not(feature = "fault-injection"))]
-    {
-        Vec::new()
     }
 }
 

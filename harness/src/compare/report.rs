@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::baseline::BaselineComparison;
 use super::cross::CrossResult;
 use super::greedy::{GreedyResult, Outcome};
 use super::headline;
 use super::logits::LogitsResult;
 use super::matrix::Shard;
+use super::regression::BaselineComparison;
 use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
 use super::{Failure, Path, Paths};
@@ -18,6 +18,7 @@ use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
 
 pub use super::provenance::Provenance;
+use super::sci;
 
 /// Everything one `compare` run found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -162,6 +163,28 @@ impl Report {
         out
     }
 
+    /// The first divergence of the run ([`headline`]: the earliest tap
+    /// over its limit, else the first failing check; None: all passed).
+    pub fn first_divergence(&self) -> Option<headline::Headline<'_>> {
+        let mut candidates = Vec::new();
+        for p in self.models.iter().flat_map(|m| &m.prompts) {
+            let ours = p.taps.as_ref().map(|t| (None, t));
+            let vs =
+                p.vs.as_ref()
+                    .and_then(|v| v.taps.as_ref().map(|t| (Some(v.against), t)));
+            for (against, taps) in ours.into_iter().chain(vs) {
+                candidates.push(headline::Candidate {
+                    model: &p.model,
+                    prompt: &p.prompt,
+                    path: p.path,
+                    against,
+                    taps,
+                });
+            }
+        }
+        headline::first_divergence(candidates, self.failures().into_iter().next())
+    }
+
     /// Each item's wall time ([`Item::key`](super::matrix::Item::key) to
     /// seconds): what `--costs` files hold.
     pub fn item_seconds(&self) -> Vec<(String, f64)> {
@@ -211,7 +234,7 @@ impl Report {
         if failures.is_empty() {
             let _ = writeln!(out, "\nall checks passed ({:.1} s)", self.seconds);
         } else {
-            if let Some(h) = headline::first_divergence(self) {
+            if let Some(h) = self.first_divergence() {
                 let _ = writeln!(out, "\nfirst divergence: {}", h.line());
             }
             let _ = writeln!(
@@ -333,16 +356,6 @@ fn baseline_cell(b: &BaselineComparison, p: &PromptReport, against: Option<Path>
         "ok".into()
     } else {
         format!("WORSE: {}", worse.join(", "))
-    }
-}
-
-pub(crate) fn sci(x: f64) -> String {
-    if x.is_nan() {
-        "NaN".into()
-    } else if x == 0.0 {
-        "0".into()
-    } else {
-        format!("{x:.1e}")
     }
 }
 

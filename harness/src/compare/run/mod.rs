@@ -10,6 +10,7 @@
 mod engine_checks;
 mod model;
 mod progress;
+mod provenance;
 mod text_checks;
 
 use std::collections::HashSet;
@@ -262,6 +263,6 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         report.models.push(run.report(&mut progress));
     }
     report.seconds = start.elapsed().as_secs_f64();
-    Provenance::complete(&mut report, opts, manifest);
+    provenance::complete(&mut report, opts, manifest);
     Ok(report)
 }
