@@ -320,39 +320,21 @@ fn compare(args: CompareArgs) -> ExitCode {
     };
     let mut opts = Options::new(&args.repo, thresholds);
     opts.reference_dir = args.repo.join(&args.reference);
-    let named = compare::names::resolve_models(&opts.reference_dir, &args.models).and_then(|m| {
-        Ok((
-            m,
-            compare::names::resolve_prompts(&opts.reference_dir, &args.prompts)?,
-        ))
-    });
-    match named {
-        Ok((models, prompts)) => {
-            opts.models = models.ids;
-            opts.model_files = models.files;
-            opts.prompts = prompts;
-        }
-        Err(e) => {
-            eprintln!("harness compare: {e}");
-            return ExitCode::from(2);
-        }
-    }
-    opts.paths = match compare::Paths::parse(&args.paths) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("harness compare: --paths: {e}");
-            return ExitCode::from(2);
-        }
+    let selection = cmd::Selection {
+        models: &args.models,
+        prompts: &args.prompts,
+        paths: &args.paths,
+        greedy_steps: args.greedy_steps,
+        threads: args.threads,
+        device: args.device.as_deref(),
+        no_validation: args.no_validation,
     };
-    opts.greedy_steps = args.greedy_steps;
-    opts.corpus = !args.no_corpus;
-    opts.threads = args.threads;
-    opts.chunk = args.chunk;
-    opts.progress = true;
-    if let Some(d) = &args.device {
-        opts.device = d.parse().expect("infallible");
+    if let Err(e) = selection.apply(&mut opts) {
+        eprintln!("harness compare: {e}");
+        return ExitCode::from(2);
     }
-    opts.validation &= !args.no_validation;
+    opts.corpus = !args.no_corpus;
+    opts.chunk = args.chunk;
     opts.quick = args.quick;
     if let Some(s) = &args.shard {
         match s.parse() {

@@ -67,28 +67,18 @@ pub fn calibrate(args: CalibrateArgs) -> ExitCode {
         },
     );
     opts.reference_dir = args.repo.join(&args.reference);
-    match compare::names::resolve_models(&opts.reference_dir, &args.models) {
-        Ok(m) => {
-            opts.models = m.ids;
-            opts.model_files = m.files;
-        }
-        Err(e) => return fail(e),
-    }
-    match compare::names::resolve_prompts(&opts.reference_dir, &args.prompts) {
-        Ok(p) => opts.prompts = p,
-        Err(e) => return fail(e),
-    }
-    opts.paths = match compare::Paths::parse(&args.paths) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("--paths: {e}")),
+    let selection = super::Selection {
+        models: &args.models,
+        prompts: &args.prompts,
+        paths: &args.paths,
+        greedy_steps: args.greedy_steps,
+        threads: args.threads,
+        device: args.device.as_deref(),
+        no_validation: args.no_validation,
     };
-    opts.greedy_steps = args.greedy_steps;
-    opts.threads = args.threads;
-    opts.progress = true;
-    if let Some(d) = &args.device {
-        opts.device = d.parse().expect("infallible");
+    if let Err(e) = selection.apply(&mut opts) {
+        return fail(e);
     }
-    opts.validation &= !args.no_validation;
     let report = match compare::run(&opts) {
         Ok(r) => r,
         Err(e) => return fail(e),
