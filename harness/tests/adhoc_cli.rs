@@ -4,30 +4,11 @@
 //! checks. On the repository's SmolLM2 capture, cpu path, two prompts.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn harness(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::cli_support::{run_harness as harness, temp_dir as fresh_dir};
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sharpi-adhoc-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir(&format!("adhoc-{tag}"))
 }
 
 const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";

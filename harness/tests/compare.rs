@@ -5,6 +5,8 @@
 
 #[path = "adhoc_cli.rs"]
 mod adhoc_cli;
+#[path = "cli_support.rs"]
+mod cli_support;
 #[path = "compare_baseline.rs"]
 mod compare_baseline;
 #[path = "compare_cli.rs"]

@@ -4,31 +4,24 @@
 //! report is worse, and fails only with `--fail-on-regression`; an
 //! unreadable baseline is one line and exit 2, before any run.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 
 fn harness(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("compare")
-        .args(["--model", SMOLLM2, "--prompt", "once-upon", "--no-corpus"])
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let selection = [
+        "compare",
+        "--model",
+        SMOLLM2,
+        "--prompt",
+        "once-upon",
+        "--no-corpus",
+    ];
+    crate::cli_support::run_harness(&[&selection[..], args].concat())
 }
 
 fn temp_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sharpi-baseline-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::cli_support::temp_dir("baseline")
 }
 
 #[test]

@@ -3,37 +3,21 @@
 //! is skipped (a line, not a failure) unless named with `--model`; a model
 //! without limits is measured and fails.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use harness::compare::{self, Options, Thresholds};
 
 const GEMMA: &str = "gemma-3-270m-q4_k_m";
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::cli_support::{repo, run_harness};
 
 fn harness(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("compare")
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_harness(&[&["compare"][..], args].concat())
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sharpi-compare-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    crate::cli_support::temp_dir(&format!("compare-{tag}"))
 }
 
 #[test]
