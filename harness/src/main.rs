@@ -9,6 +9,7 @@ mod cmd;
 
 use cmd::calibrate::{calibrate, CalibrateArgs};
 use cmd::capture::{capture, CaptureArgs};
+use cmd::corpus::{corpus_import, CorpusImportArgs};
 
 #[derive(Parser)]
 #[command(
@@ -55,6 +56,11 @@ enum Command {
     /// first), multiply by the headroom and write a commented limits file
     /// for `compare --thresholds` (rules: docs/harness.md).
     Calibrate(CalibrateArgs),
+    /// Make a model's corpus base (DIR/<model>/corpus.safetensors: the
+    /// top-64 log-probabilities of the first chunks) from llama-perplexity's
+    /// `--kl-divergence-base` file, and rebuild DIR/manifest.json; compare
+    /// then runs the corpus as an item per path. No llama.cpp needed.
+    CorpusImport(CorpusImportArgs),
     /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
     /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
     Manifest {
@@ -212,6 +218,7 @@ fn main() -> ExitCode {
         Command::Costs { reports, out } => costs(&reports, &out),
         Command::Manifest { dir } => manifest(&dir),
         Command::Calibrate(args) => calibrate(args),
+        Command::CorpusImport(args) => corpus_import(args),
     }
 }
 

@@ -185,3 +185,32 @@ fn qwen3_with_norm_rope_diverges_at_layer_0_post_rope() {
         assert!(row.pass, "{before} should agree\n{}", report.table());
     }
 }
+
+/// The corpus item (llama.cpp's distributions over 255 positions of the
+/// GPL-3 text) fails on each figure under the same RoPE fault, with the
+/// limits of ci/thresholds.toml, and passes without it.
+#[test]
+fn wrong_rope_pairing_fails_the_corpus_kld() {
+    let mut o = options(SMOLLM2);
+    o.prompts = vec!["corpus:gpl-3".into()];
+    let clean = compare::run(&o).unwrap();
+    assert!(clean.passed(), "{}", clean.table());
+    o.model_options = ModelOptions {
+        spec_edit: Some(neox),
+    };
+    let report = compare::run(&o).unwrap();
+    eprintln!("{}", report.table());
+    let p = &report.models[0].prompts[0];
+    let c = p.corpus.as_ref().expect("the corpus item ran");
+    let l = c.limits.as_ref().expect("judged");
+    assert!(c.kld_mean > 10.0 * l.kld_mean, "{c:?}");
+    for what in ["KLD mean", "KLD p99", "top-1"] {
+        assert!(
+            p.failures
+                .iter()
+                .any(|f| f.check == "corpus" && f.detail.contains(what)),
+            "{what}: {}",
+            report.table()
+        );
+    }
+}

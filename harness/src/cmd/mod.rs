@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod capture;
+pub mod corpus;
 
 use harness::compare::{names, Options, Paths};
 

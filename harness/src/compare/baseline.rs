@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use super::regression::{
-    cross_regressions, greedy_regression, item_key, logits_regressions, taps_regressions,
-    BaselineComparison, Figure, Regression,
+    corpus_regressions, cross_regressions, greedy_regression, item_key, logits_regressions,
+    taps_regressions, BaselineComparison, Figure, Regression,
 };
 use super::report::{PromptReport, Report};
 use super::{Failure, Path};
@@ -136,6 +136,13 @@ pub fn prompt_regressions(baseline: &PromptReport, now: &PromptReport) -> Vec<Re
     if let (Some(b), Some(n)) = (&baseline.logits, &now.logits) {
         found.extend(
             logits_regressions(b, n)
+                .into_iter()
+                .map(|(f, b, n, d)| (None, f, b, n, d)),
+        );
+    }
+    if let (Some(b), Some(n)) = (&baseline.corpus, &now.corpus) {
+        found.extend(
+            corpus_regressions(b, n)
                 .into_iter()
                 .map(|(f, b, n, d)| (None, f, b, n, d)),
         );

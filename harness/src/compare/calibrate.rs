@@ -16,6 +16,9 @@
 //!   with a floor of 1e-12 for figures measured 0;
 //! - `top1_min` is a gross-failure guard: the lowest agreement measured
 //!   less 0.15, in steps of 0.05 (the per-position check is `near_tie`);
+//! - the corpus (`[model.path.corpus]`, where a corpus base exists): KLD
+//!   mean and p99 at the worst times the headroom; `top1_min` the lowest
+//!   agreement less 0.05 ([`CORPUS_TOP1_MARGIN`]);
 //! - `near_tie`: 1.5 (ci/thresholds.toml: quantization noise moves logits
 //!   by 0.3-0.5 RMS; the largest disagreement seen was 0.68), or twice the
 //!   largest margin at a disagreement if that is more.
@@ -27,6 +30,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::corpus::CorpusResult;
 use super::logits::LogitsResult;
 use super::report::{PromptReport, Report};
 use super::taps::TapsResult;
@@ -69,6 +73,10 @@ const NMSE_FLOOR: f64 = 1e-12;
 /// Least limit of a KL divergence.
 const KLD_FLOOR: f64 = 1e-9;
 const NEAR_TIE: f64 = 1.5;
+/// What the corpus's `top1_min` leaves below the lowest agreement
+/// measured: 0.05 is 13 of 255 positions (one chunk of 512), about three
+/// times the binomial spread of a 95 % agreement there.
+pub const CORPUS_TOP1_MARGIN: f64 = 0.05;
 
 /// `x` rounded up to 1, 2 or 5 times a power of ten.
 pub fn ceil125(x: f64) -> f64 {
@@ -188,6 +196,15 @@ pub fn draft(report: &Report, rules: &Rules) -> Result<String, String> {
                     });
             }
         }
+        let mut corpus: BTreeMap<String, Vec<(&CorpusResult, String)>> = BTreeMap::new();
+        for p in &m.prompts {
+            if let Some(c) = &p.corpus {
+                corpus
+                    .entry(entry_key(p.path))
+                    .or_default()
+                    .push((c, format!("{} {}", c.id, p.path)));
+            }
+        }
         let mut done = std::collections::BTreeSet::new();
         for ((_, key), ms) in &entries {
             if done.insert(key.clone()) {
@@ -197,11 +214,64 @@ pub fn draft(report: &Report, rules: &Rules) -> Result<String, String> {
                     .flat_map(|(_, v)| v)
                     .collect();
                 entry(&mut out, &m.id, key, &same, rules)?;
+                if let Some(cs) = corpus.remove(key) {
+                    corpus_entry(&mut out, &m.id, key, &cs, rules)?;
+                }
             }
             let _ = ms;
         }
+        if let Some(key) = corpus.keys().next() {
+            return Err(format!(
+                "{} {key}: the corpus was measured without a prompt on that path; \
+                 calibrate it together with the prompts (its limits are a table of the path's entry)",
+                m.id
+            ));
+        }
     }
     Ok(out)
+}
+
+/// The `[model.key.corpus]` table: KLD mean and p99 at the worst measured
+/// times the headroom; `top1_min` the lowest agreement less
+/// [`CORPUS_TOP1_MARGIN`], down to a multiple of 0.01.
+fn corpus_entry(
+    out: &mut String,
+    model: &str,
+    key: &str,
+    cs: &[(&CorpusResult, String)],
+    rules: &Rules,
+) -> Result<(), String> {
+    let h = rules.headroom;
+    let _ = writeln!(out, "[{}.{}.corpus]", toml_key(model), toml_key(key));
+    type Figure = fn(&CorpusResult) -> f64;
+    let figures: [(&str, Figure); 2] = [("kld_mean", |c| c.kld_mean), ("kld_p99", |c| c.kld_p99)];
+    for (name, f) in figures {
+        let w = worst_of(cs.iter().map(|(c, at)| (f(c), at.clone())), true)
+            .expect("a corpus entry has a measurement");
+        if !w.value.is_finite() {
+            return Err(format!(
+                "{model} {key}: corpus {name} measured {} ({}): a path that gives this cannot be calibrated",
+                w.value, w.at
+            ));
+        }
+        let lim = ceil125(w.value * h).max(KLD_FLOOR);
+        let _ = writeln!(
+            out,
+            "{name} = {}  # measured {} ({}), x{h}",
+            limit_text(lim),
+            sci(w.value),
+            w.at
+        );
+    }
+    let w = worst_of(cs.iter().map(|(c, at)| (c.top1, at.clone())), false)
+        .expect("a corpus entry has a measurement");
+    let top1 = (((w.value - CORPUS_TOP1_MARGIN) * 100.0).floor() / 100.0).clamp(0.0, 1.0);
+    let _ = writeln!(
+        out,
+        "top1_min = {top1:.2}  # measured {:.4} ({}), less {CORPUS_TOP1_MARGIN}\n",
+        w.value, w.at
+    );
+    Ok(())
 }
 
 fn entry(
@@ -486,5 +556,42 @@ mod tests {
             e.contains("logits_nmse") && e.contains("cannot be calibrated"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn corpus_limits_are_a_table_of_the_path_and_hold_the_measurement() {
+        let mut report = sample::report();
+        let m = &mut report.models[0];
+        let corpus = CorpusResult {
+            id: "corpus:t".into(),
+            text: "/t".into(),
+            source: "test".into(),
+            n_ctx: 512,
+            chunks: 1,
+            positions: 255,
+            kld_mean: 3.2e-3,
+            kld_p99: 1.4e-2,
+            kld_max: 2e-2,
+            top1: 0.9294,
+            ppl: 16.4,
+            ppl_base: 16.3,
+            tokens_match: Some(true),
+            limits: None,
+        };
+        let mut p = PromptReport::new(&m.id, "corpus:t", Path::Cpu, 512);
+        p.corpus = Some(corpus.clone());
+        m.prompts.push(p.clone());
+        let text = draft(&report, &Rules::default()).unwrap();
+        let t = Thresholds::parse(&text, "d").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let lim = t.limits(&report.models[0].id, Path::Cpu).unwrap();
+        let c = lim.corpus.as_ref().unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(c.kld_mean, 2e-2);
+        assert_eq!(c.kld_p99, 0.1);
+        assert!((c.top1_min - 0.87).abs() < 1e-9, "{text}");
+        // A corpus on a path without prompts has no entry to join.
+        let m = &mut report.models[0];
+        m.prompts.retain(|q| q.corpus.is_some());
+        let e = draft(&report, &Rules::default()).unwrap_err();
+        assert!(e.contains("without a prompt"), "{e}");
     }
 }

@@ -131,6 +131,7 @@ mod tests {
             near_tie: 1.0,
             taps: BTreeMap::from([("default".to_string(), default)]),
             taps_layer0: BTreeMap::new(),
+            corpus: None,
         }
     }
 

@@ -297,6 +297,58 @@ fn model_section(out: &mut String, m: &ModelReport) {
     out.push_str("</section>\n");
 }
 
+/// A corpus item's figures per path, each beside its limit.
+fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
+    let rows: Vec<(&PromptReport, &super::corpus::CorpusResult)> = reports
+        .iter()
+        .filter_map(|p| p.corpus.as_ref().map(|c| (*p, c)))
+        .collect();
+    let Some((_, first)) = rows.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"legend\">{} ({} chunk(s) of {} tokens, {} scored positions) against {}. KLD over the base's top-64 and a tail bucket, nats.</p>",
+        escape(&first.text),
+        first.chunks,
+        first.n_ctx,
+        first.positions,
+        escape(&first.source)
+    );
+    out.push_str("<table>\n<tr><th>path</th><th>KLD mean</th><th>KLD p99</th><th>KLD max</th><th>top-1</th><th>PPL</th><th>PPL of the base</th><th>tokens</th></tr>\n");
+    for (p, c) in rows {
+        let cell = |v: f64, lim: Option<f64>, above_fails: bool| {
+            let over = lim.is_some_and(|l| if above_fails { v > l } else { v < l });
+            let lim = lim
+                .map(|l| format!(" (limit {})", super::sci(l)))
+                .unwrap_or_default();
+            format!(
+                "<td{}>{}{lim}</td>",
+                if over { " class=\"FAIL\"" } else { "" },
+                super::sci(v)
+            )
+        };
+        let l = c.limits.as_ref();
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td>{}{}<td>{}</td>{}<td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>",
+            escape(&p.path.to_string()),
+            cell(c.kld_mean, l.map(|l| l.kld_mean), true),
+            cell(c.kld_p99, l.map(|l| l.kld_p99), true),
+            super::sci(c.kld_max),
+            cell(c.top1, l.map(|l| l.top1_min), false),
+            c.ppl,
+            c.ppl_base,
+            match c.tokens_match {
+                Some(true) => "ours",
+                Some(false) => "DIFFER",
+                None => "not compared",
+            }
+        );
+    }
+    out.push_str("</table>\n");
+}
+
 /// The prompts of `m` in order, each with its reports (one per path).
 fn prompt_groups(m: &ModelReport) -> Vec<(&str, Vec<&PromptReport>)> {
     let mut groups: Vec<(&str, Vec<&PromptReport>)> = Vec::new();
@@ -355,6 +407,7 @@ fn prompt_details(
         reports[0].n_tokens,
         verdicts.join(" · ")
     );
+    corpus_table(out, reports);
     let against_llama: Vec<TapSeries> = reports
         .iter()
         .filter_map(|p| {

@@ -53,6 +53,13 @@ impl Item {
         }
     }
 
+    /// Whether this is a model's corpus item (`corpus:NAME` on a path): the
+    /// engine over the chunks of its corpus base, judged against llama.cpp's
+    /// distributions only (no first-path reference).
+    pub fn is_corpus(&self) -> bool {
+        self.prompt.as_deref().is_some_and(is_corpus_id)
+    }
+
     /// `model/prompt/path`, or `model/text` for the text checks.
     pub fn key(&self) -> String {
         match (&self.prompt, &self.path) {
@@ -69,6 +76,12 @@ impl fmt::Display for Item {
             _ => write!(f, "{} text checks", self.model),
         }
     }
+}
+
+/// The item id of a corpus base: `corpus:NAME` (prompt ids cannot hold a
+/// colon, so none collides with a prompt's).
+pub fn is_corpus_id(id: &str) -> bool {
+    id.starts_with("corpus:")
 }
 
 /// What [`plan`] found of one model: its paths (empty where it cannot run
@@ -105,7 +118,8 @@ pub fn model_paths(paths: &Paths, file: &FsPath) -> Vec<Path> {
 
 /// Every item of the run `opts` asks for, in run order: per model (the
 /// manifest's order) its text checks, then per prompt (the capture's order)
-/// each path.
+/// each path, then its corpus (when the reference data has a base for it)
+/// on each path.
 pub fn plan(opts: &Options, data: &ReferenceData) -> (Vec<ModelPlan>, Vec<Item>) {
     let mut models = Vec::new();
     let mut items = Vec::new();
@@ -119,10 +133,12 @@ pub fn plan(opts: &Options, data: &ReferenceData) -> (Vec<ModelPlan>, Vec<Item>)
             None => Vec::new(),
         };
         if let Some(m) = data.model(&entry.id) {
-            for p in m.prompts() {
-                if opts.prompts.is_empty() || opts.prompts.contains(&p.id) {
+            let corpus = data.corpus_item(&entry.id);
+            let ids = m.prompts().map(|p| p.id.clone()).chain(corpus);
+            for id in ids {
+                if opts.prompts.is_empty() || opts.prompts.contains(&id) {
                     for &path in &paths {
-                        items.push(Item::prompt(&entry.id, &p.id, path));
+                        items.push(Item::prompt(&entry.id, &id, path));
                     }
                 }
             }
@@ -308,7 +324,8 @@ pub fn path_kind(p: Path) -> &'static str {
 /// `scripts/run`), as indices into `items` in run order, picked by
 /// measured cost:
 /// - every model's text checks;
-/// - every model's [`FAULT_PRONE`] prompts on its first path (the CPU);
+/// - every model's [`FAULT_PRONE`] prompts and its corpus on its first
+///   path (the CPU);
 /// - for every model and path kind it has (gpu, hybrid, cache), its
 ///   cheapest item of that kind, and its cheapest fault-prone prompt on
 ///   the GPU path;
@@ -331,7 +348,8 @@ pub fn quick(items: &[Item], cost: &[f64]) -> Vec<usize> {
     };
     for (i, it) in items.iter().enumerate() {
         let is_first = first[i] == Some(i);
-        if it.prompt.is_none() || (is_first && prone(it)) {
+        let first_path = first_paths_of(items, i);
+        if it.prompt.is_none() || (is_first && prone(it)) || (it.is_corpus() && first_path) {
             pick[i] = true;
         }
     }
@@ -365,14 +383,26 @@ pub fn quick(items: &[Item], cost: &[f64]) -> Vec<usize> {
     (0..items.len()).filter(|&i| pick[i]).collect()
 }
 
+/// Whether item `i` is the first of its model and prompt in `items`.
+fn first_paths_of(items: &[Item], i: usize) -> bool {
+    let it = &items[i];
+    !items[..i]
+        .iter()
+        .any(|o| o.model == it.model && o.prompt == it.prompt)
+}
+
 /// For each prompt item, the index of its prompt's first path (the
-/// reference of the others); `None` for text items.
+/// reference of the others); `None` for text items and corpus items
+/// (judged against llama.cpp alone).
 pub fn first_paths(items: &[Item]) -> Vec<Option<usize>> {
     let mut first: HashMap<(&str, &str), usize> = HashMap::new();
     items
         .iter()
         .enumerate()
         .map(|(i, it)| {
+            if it.is_corpus() {
+                return None;
+            }
             let p = it.prompt.as_deref()?;
             Some(*first.entry((it.model.as_str(), p)).or_insert(i))
         })

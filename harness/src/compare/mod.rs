@@ -29,6 +29,7 @@
 
 pub mod baseline;
 pub mod calibrate;
+pub mod corpus;
 pub mod cross;
 pub mod greedy;
 pub mod headline;
@@ -327,7 +328,8 @@ pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
     /// "greedy", "vs" (this path against the run's first path),
     /// "validation" (Vulkan validation messages), "tokenizer", "chat",
-    /// "eog" (the end-of-generation token set),
+    /// "eog" (the end-of-generation token set), "corpus" (the corpus item's
+    /// KLD, top-1 agreement or tokens against llama.cpp's base),
     /// "model", "engine" (the engine could
     /// not run: a path not implemented, a backend error), "thresholds" (no
     /// limits for the model and path).

@@ -10,10 +10,11 @@
 //! | figure | worse when |
 //! |---|---|
 //! | `logits_nmse` | above 2 × the baseline's ([`LOGITS_NMSE`]) |
-//! | `kld_mean` | above 1.10 × (+10%) ([`KLD_MEAN`]) |
+//! | `kld_mean` | above 1.10 × (+10%) ([`KLD_MEAN`]); a prompt's, or the corpus's |
 //! | `kld_max` | above 1.25 × (+25%) ([`KLD_MAX`]) |
 //! | `tap_nmse` | any tap (name and layer) above 2 × its baseline NMSE ([`TAP_NMSE`]) |
 //! | `first_divergence` | the first tap over its limit is earlier in graph order (or new) |
+//! | `kld_p99` | the corpus's 99th-percentile KLD above 1.25 × (+25%) ([`KLD_P99`]) |
 //! | `top1` | a lower share of positions whose most likely token agrees |
 //! | `greedy` | fewer agreeing steps (of the steps both runs compared) |
 //! | `validation` | more Vulkan validation messages |
@@ -28,6 +29,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::corpus::CorpusResult;
 use super::cross::CrossResult;
 use super::greedy::GreedyResult;
 use super::logits::LogitsResult;
@@ -56,6 +58,11 @@ pub const KLD_MEAN: Tolerance = Tolerance {
 };
 /// KLD max over a prompt's positions: +25%, floor 1e-6 nats.
 pub const KLD_MAX: Tolerance = Tolerance {
+    factor: 1.25,
+    floor: 1e-6,
+};
+/// The corpus's 99th-percentile KLD: +25%, floor 1e-6 nats.
+pub const KLD_P99: Tolerance = Tolerance {
     factor: 1.25,
     floor: 1e-6,
 };
@@ -96,6 +103,7 @@ pub enum Figure {
     LogitsNmse,
     KldMean,
     KldMax,
+    KldP99,
     TapNmse,
     FirstDivergence,
     Top1,
@@ -109,6 +117,7 @@ impl Figure {
             Figure::LogitsNmse => "logits_nmse",
             Figure::KldMean => "kld_mean",
             Figure::KldMax => "kld_max",
+            Figure::KldP99 => "kld_p99",
             Figure::TapNmse => "tap_nmse",
             Figure::FirstDivergence => "first_divergence",
             Figure::Top1 => "top1",
@@ -123,6 +132,7 @@ impl Figure {
             Figure::LogitsNmse => LOGITS_NMSE.describe(),
             Figure::KldMean => KLD_MEAN.describe(),
             Figure::KldMax => KLD_MAX.describe(),
+            Figure::KldP99 => KLD_P99.describe(),
             Figure::TapNmse => format!("each tap {}", TAP_NMSE.describe()),
             Figure::FirstDivergence => "earlier in graph order".into(),
             Figure::Top1 => "fewer positions agree".into(),
@@ -336,6 +346,57 @@ pub fn logits_regressions(baseline: &LogitsResult, now: &LogitsResult) -> Vec<Fo
     out
 }
 
+/// The corpus's KLD mean and p99, and its top-1 agreement.
+pub fn corpus_regressions(baseline: &CorpusResult, now: &CorpusResult) -> Vec<Found> {
+    let mut out = Vec::new();
+    for (figure, tol, b, n, what) in [
+        (
+            Figure::KldMean,
+            KLD_MEAN,
+            baseline.kld_mean,
+            now.kld_mean,
+            "corpus KLD mean",
+        ),
+        (
+            Figure::KldP99,
+            KLD_P99,
+            baseline.kld_p99,
+            now.kld_p99,
+            "corpus KLD p99",
+        ),
+    ] {
+        if tol.worse(b, n) {
+            out.push((
+                figure,
+                b,
+                n,
+                format!(
+                    "{what} {} against {} in the baseline (tolerance {})",
+                    sci(n),
+                    sci(b),
+                    tol.describe()
+                ),
+            ));
+        }
+    }
+    let agree = |c: &CorpusResult| ((c.top1 * c.positions as f64).round() as usize, c.positions);
+    if top1_worse(agree(baseline), agree(now)) {
+        out.push((
+            Figure::Top1,
+            baseline.top1,
+            now.top1,
+            format!(
+                "corpus top-1 agreement {}/{} against {}/{} in the baseline",
+                agree(now).0,
+                now.positions,
+                agree(baseline).0,
+                baseline.positions
+            ),
+        ));
+    }
+    out
+}
+
 /// Whether a lower share of positions agree now: `(agree, positions)`
 /// each (compared exactly, in integers).
 pub fn top1_worse(baseline: (usize, usize), now: (usize, usize)) -> bool {
@@ -515,5 +576,35 @@ mod tests {
         // Layers 2 and 1.
         assert_eq!((found[0].1, found[0].2), (2.0, 1.0));
         assert!(taps_regressions(gpu, &later).is_empty());
+    }
+
+    #[test]
+    fn corpus_figures_regress_by_their_rules() {
+        let base = CorpusResult {
+            id: "corpus:t".into(),
+            text: "/t".into(),
+            source: "test".into(),
+            n_ctx: 512,
+            chunks: 1,
+            positions: 255,
+            kld_mean: 3e-3,
+            kld_p99: 1.4e-2,
+            kld_max: 2e-2,
+            top1: 237.0 / 255.0,
+            ppl: 16.4,
+            ppl_base: 16.3,
+            tokens_match: Some(true),
+            limits: None,
+        };
+        assert!(corpus_regressions(&base, &base).is_empty());
+        let mut now = base.clone();
+        now.kld_mean = 3.2e-3; // +7%: within
+        now.kld_p99 = 1.8e-2; // +29%: worse
+        now.top1 = 236.0 / 255.0; // one position fewer
+        let found: Vec<Figure> = corpus_regressions(&base, &now)
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        assert_eq!(found, vec![Figure::KldP99, Figure::Top1]);
     }
 }

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::corpus::CorpusResult;
 use super::cross::CrossResult;
 use super::greedy::{GreedyResult, Outcome};
 use super::headline;
@@ -114,6 +115,9 @@ pub struct PromptReport {
     pub greedy: Option<GreedyResult>,
     /// This path against the run's first path (None on the first path).
     pub vs: Option<CrossResult>,
+    /// The corpus item's figures (None for a prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusResult>,
     /// Messages from the Vulkan validation layer during this prompt (None:
     /// no GPU on this path, or validation off).
     pub validation_messages: Option<usize>,
@@ -134,6 +138,7 @@ impl PromptReport {
             logits: None,
             greedy: None,
             vs: None,
+            corpus: None,
             validation_messages: None,
             failures: Vec::new(),
             seconds: 0.0,
@@ -382,14 +387,28 @@ fn prompt_row(p: &PromptReport) -> Vec<String> {
             Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
         },
     };
-    let (nmse, kmean, kmax, top1) = match &p.logits {
-        None => Default::default(),
-        Some(l) => (
+    let (nmse, kmean, kmax, top1) = match (&p.logits, &p.corpus) {
+        (None, Some(c)) => (
+            "-".into(),
+            sci(c.kld_mean),
+            format!("p99 {}", sci(c.kld_p99)),
+            format!("{}/{}", (c.top1 * c.positions as f64).round(), c.positions),
+        ),
+        (None, None) => Default::default(),
+        (Some(l), _) => (
             sci(l.nmse),
             sci(l.kld.mean),
             sci(l.kld.max),
             format!("{}/{}", l.top1_agree, l.positions),
         ),
+    };
+    let tokens = match &p.corpus {
+        Some(c) => match c.tokens_match {
+            Some(true) => "exact".into(),
+            Some(false) => "differ".into(),
+            None => "?".into(),
+        },
+        None => tokens,
     };
     let greedy = match &p.greedy {
         None => String::new(),

@@ -15,6 +15,11 @@
 //!
 //! [smollm2-135m-instruct-q4_1.cpu.taps_layer0]
 //! default = 1e-12     # layer 0 (and the whole-model taps before it)
+//!
+//! [smollm2-135m-instruct-q4_1.cpu.corpus]   # where a corpus base exists
+//! kld_mean = 1e-2
+//! kld_p99 = 5e-2
+//! top1_min = 0.9
 //! ```
 //!
 //! A model and path without an entry fails its comparison: an uncalibrated
@@ -24,6 +29,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::corpus::CorpusLimits;
 use super::Path;
 
 /// The limits of one model on one path. Every one is an upper bound
@@ -53,6 +59,10 @@ pub struct Limits {
     /// before it (`inp_scaled`), where no rounding has compounded yet.
     #[serde(default)]
     pub taps_layer0: BTreeMap<String, f64>,
+    /// The corpus item's limits (`[model.path.corpus]`): required where the
+    /// reference data has a corpus base for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusLimits>,
 }
 
 impl Limits {
@@ -91,6 +101,9 @@ impl Limits {
         }
         for (k, &v) in self.taps.iter().chain(&self.taps_layer0) {
             bad(&format!("taps {k}"), v)?;
+        }
+        if let Some(c) = &self.corpus {
+            c.check(&format!("{at}.corpus"))?;
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use super::arrays::{PromptArrays, Tap, TopKRow};
+use super::corpus::CorpusBase;
 use super::format::{
     elementwise_op, expected_ne, ChatRenders, Manifest, ModelCapture, PromptCapture, TapInfo,
     TokenizerCapture, FORMAT, FORMAT_VERSION,
@@ -99,6 +100,36 @@ impl ReferenceData {
 
     pub fn model(&self, id: &str) -> Option<ModelRef<'_>> {
         self.models().find(|m| m.id() == id)
+    }
+
+    /// The file of model `id`'s corpus base, when the manifest lists one.
+    pub fn corpus_file(&self, id: &str) -> Option<PathBuf> {
+        let rel = format!("{id}/{}", super::corpus::CORPUS_FILE);
+        self.manifest
+            .files
+            .iter()
+            .any(|f| f.path == rel)
+            .then(|| self.root.join(rel))
+    }
+
+    /// Model `id`'s corpus base, when the manifest lists one.
+    pub fn corpus(&self, id: &str) -> Option<Result<CorpusBase, ReferenceError>> {
+        let path = self.corpus_file(id)?;
+        Some(
+            std::fs::read(&path)
+                .map_err(|e| ReferenceError::io(&path, e))
+                .and_then(|b| CorpusBase::from_safetensors(&b))
+                .map_err(|e| ReferenceError::Invalid(format!("{}: {e}", path.display()))),
+        )
+    }
+
+    /// The item id of model `id`'s corpus (`corpus:NAME`; `corpus:?` when
+    /// its base cannot be read, which the item then reports).
+    pub fn corpus_item(&self, id: &str) -> Option<String> {
+        Some(match self.corpus(id)? {
+            Ok(base) => base.item_id(),
+            Err(_) => "corpus:?".to_string(),
+        })
     }
 
     /// Checks that every file the manifest lists exists with its size and

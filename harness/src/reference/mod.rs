@@ -14,11 +14,13 @@
 //! <model>/capture.json        settings, versions, tap catalog, per-prompt summary
 //! <model>/<prompt>.safetensors  tokens, top-k, logits, greedy steps, taps
 //! <model>/tokenizer.json      corpus tokenization
+//! <model>/corpus.safetensors  llama.cpp's top-64 over chunks of a real text (corpus.rs)
 //! manifest.json               index of all of the above, with sizes and SHA-256
 //! ```
 
 pub mod adhoc;
 pub mod arrays;
+pub mod corpus;
 pub mod format;
 pub mod inputs;
 pub mod loader;

@@ -7,6 +7,7 @@
 //! the engine on one prompt and path and holds its outputs against
 //! llama.cpp's and the first path's.
 
+mod corpus_item;
 mod engine_checks;
 mod model;
 mod progress;
@@ -206,11 +207,13 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             known.join(", ")
         ));
     }
-    if let Some(unknown) = opts
-        .prompts
-        .iter()
-        .find(|id| !manifest.prompts.iter().any(|p| &p.id == *id))
-    {
+    if let Some(unknown) = opts.prompts.iter().find(|id| {
+        !manifest.prompts.iter().any(|p| &p.id == *id)
+            && !manifest
+                .models
+                .iter()
+                .any(|m| data.corpus_item(&m.id).as_ref() == Some(*id))
+    }) {
         let known: Vec<&str> = manifest.prompts.iter().map(|p| p.id.as_str()).collect();
         return Err(format!(
             "no prompt {unknown:?} in the reference data; known: {}",

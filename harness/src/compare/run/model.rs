@@ -15,6 +15,7 @@ use engine::session::{Session, SessionConfig};
 use engine::tokenizer::Tokenizer;
 use engine::vulkan::VulkanOptions;
 
+use super::corpus_item::CorpusRun;
 use super::engine_checks::{cross_check, engine_checks};
 use super::progress::Progress;
 use super::text_checks::{chat_template, corpus_check, eog_check, prompt_tokens, render_check};
@@ -141,7 +142,10 @@ impl ModelRun<'_> {
                 .map(|&p| selected.contains(&Item::prompt(&entry.id, prompt, p)))
                 .collect()
         };
-        if !model_ref.prompts().any(|p| wanted(&p.id).contains(&true)) {
+        let corpus_item = data.corpus_item(&entry.id);
+        let corpus_want = corpus_item.as_deref().map(&wanted);
+        let any_corpus = corpus_want.as_ref().is_some_and(|w| w.contains(&true));
+        if !any_corpus && !model_ref.prompts().any(|p| wanted(&p.id).contains(&true)) {
             return r;
         }
         let model = match Model::from_gguf_with(Arc::clone(&gguf), &opts.model_options) {
@@ -183,6 +187,22 @@ impl ModelRun<'_> {
             if want.contains(&true) {
                 r.prompts
                     .extend(ctx.run_prompt_paths(prompt, &want, progress));
+            }
+        }
+        if let (Some(item), Some(want), Some(base)) =
+            (&corpus_item, &corpus_want, data.corpus(&entry.id))
+        {
+            if any_corpus {
+                // The prompts' sessions are no longer needed.
+                ctx.sessions.borrow_mut().clear();
+                let run = CorpusRun {
+                    opts,
+                    model_id: &entry.id,
+                    model: &ctx.model,
+                    tok: &ctx.tok,
+                    paths: &ctx.paths,
+                };
+                r.prompts.extend(run.run(base, item, want, progress));
             }
         }
         r
@@ -317,6 +337,7 @@ fn unlimited() -> Limits {
         near_tie: f64::INFINITY,
         taps: [("default".to_string(), f64::INFINITY)].into(),
         taps_layer0: Default::default(),
+        corpus: None,
     }
 }
 
