@@ -59,6 +59,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "chat-no-generation-prompt",
         "chat: the template rendered without add_generation_prompt",
     ),
+    (
+        "sampler-top-p",
+        "sampler/stages: top-p leaves out the token whose probability reaches p",
+    ),
 ];
 
 #[cfg(feature = "fault-injection")]

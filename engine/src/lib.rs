@@ -17,6 +17,7 @@ pub mod sampler;
 pub mod session;
 pub mod setup;
 pub mod simd;
+pub mod stdsort;
 pub mod synth;
 pub mod threads;
 pub mod tokenizer;

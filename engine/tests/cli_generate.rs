@@ -352,6 +352,22 @@ fn bad_input_is_a_one_line_error() {
         "invalid --repeat-penalty 0",
     );
     assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--typical", "1.5"]),
+        1,
+        "invalid --typical 1.5",
+    );
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "--presence-penalty", "inf"]),
+        1,
+        "invalid --presence-penalty inf",
+    );
+    // llama.cpp's seeds are 32-bit: a larger one is refused by the parser.
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "-s", "4294967296"]),
+        2,
+        "4294967296",
+    );
+    assert_one_line_error(
         &sharpi(&["-m", &m, "-p", "hi", "-n", "-2"]),
         1,
         "invalid -n -2",

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 mod cmd;
 
 use cmd::calibrate::{calibrate, CalibrateArgs};
-use cmd::capture::{capture, CaptureArgs};
+use cmd::capture::{capture, capture_sampling, CaptureArgs, CaptureSamplingArgs};
 use cmd::corpus::{corpus_import, CorpusImportArgs};
 
 #[derive(Parser)]
@@ -30,6 +30,11 @@ enum Command {
     /// Capture llama.cpp's outputs for every model and prompt into
     /// reference-data/ (needs a build with `--features llama-cpp`).
     Capture(CaptureArgs),
+    /// Run llama.cpp's sampler chain (penalties, top-k, typical, top-p,
+    /// min-p, temperature, dist) on the last logits already captured, for a
+    /// grid of settings and seeds, into DIR/<model>/sampling.json (needs a
+    /// build with `--features llama-cpp`; `harness capture` does it too).
+    CaptureSampling(CaptureSamplingArgs),
     /// Run compare once clean and once per injected engine fault, on a
     /// small selection, and print where each fault was caught. Exits 1
     /// unless the clean run passes and every fault is detected by its
@@ -103,7 +108,8 @@ struct CompareArgs {
     /// Greedy tokens compared at most per prompt (the capture has 32).
     #[arg(long, default_value_t = 32)]
     greedy_steps: usize,
-    /// Skip the tokenizer corpus and the chat-template renders.
+    /// Skip the tokenizer corpus, the chat-template renders and the sampler
+    /// chain (the text checks that take longest).
     #[arg(long)]
     no_corpus: bool,
     /// CPU threads (0: one per core).
@@ -214,6 +220,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "fault-injection")]
         Command::Mutants(args) => mutants(args),
         Command::Capture(args) => capture(args),
+        Command::CaptureSampling(args) => capture_sampling(args),
         Command::Merge(args) => merge(args),
         Command::Costs { reports, out } => costs(&reports, &out),
         Command::Manifest { dir } => manifest(&dir),

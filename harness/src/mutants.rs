@@ -15,6 +15,7 @@
 //! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
+//! | sampler-top-p | SmolLM2, text checks | sampling (the candidates top-p keeps against llama.cpp's chain) |
 //! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
 //! | expert-cache-stale | synthetic Qwen3-MoE, gpu+cache:16, one token a pass | taps, layer 0 ffn_moe_* |
 
@@ -58,7 +59,7 @@ pub struct Mutant {
     pub models: &'static [&'static str],
     pub prompts: &'static [&'static str],
     pub paths: Vec<Path>,
-    /// Compare the tokenizer corpus and chat renders.
+    /// Compare the tokenizer corpus, chat renders and sampler chain.
     pub corpus: bool,
     /// Prompt rows per forward pass, when not the default.
     pub chunk: Option<usize>,
@@ -155,6 +156,7 @@ pub fn table() -> Vec<Mutant> {
             &["tokenizer", "tokens"],
             None,
         ),
+        m("sampler-top-p", &[SHORT], &[cpu], true, &["sampling"], None),
         m(
             "chat-no-generation-prompt",
             &[CHAT],

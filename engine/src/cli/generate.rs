@@ -75,7 +75,7 @@ pub struct GenerateArgs {
     pub ctx_size: usize,
     /// Seed of the sampler (default: a new one each run, printed with --json).
     #[arg(short = 's', long = "seed", value_name = "SEED")]
-    pub seed: Option<u64>,
+    pub seed: Option<u32>,
     /// Worker threads (default: all cores).
     #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive)]
     pub threads: Option<usize>,
@@ -85,6 +85,14 @@ pub struct GenerateArgs {
     /// Top-k sampling (0: off).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub top_k: usize,
+    /// Locally typical sampling (1: off).
+    #[arg(
+        long = "typical",
+        value_name = "P",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub typical_p: f32,
     /// Top-p (nucleus) sampling (1: off).
     #[arg(
         long,
@@ -109,7 +117,23 @@ pub struct GenerateArgs {
         allow_negative_numbers = true
     )]
     pub repeat_penalty: f32,
-    /// Tokens the repeat penalty looks back over (0: off, -1: the context).
+    /// Subtracted from a recent token's logit once (0: off).
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub presence_penalty: f32,
+    /// Subtracted from a recent token's logit per occurrence (0: off).
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub frequency_penalty: f32,
+    /// Tokens the penalties look back over (0: off, -1: the context).
     #[arg(
         long,
         value_name = "N",
@@ -371,13 +395,16 @@ fn generate(
 
 /// The sampling flags, checked (the window is resolved once the context
 /// length is known).
-fn sampler_config(args: &GenerateArgs, seed: u64) -> Result<SamplerConfig, CliError> {
+fn sampler_config(args: &GenerateArgs, seed: u32) -> Result<SamplerConfig, CliError> {
     let cfg = SamplerConfig {
         temp: args.temp,
         top_k: args.top_k,
+        typical_p: args.typical_p,
         top_p: args.top_p,
         min_p: args.min_p,
         repeat_penalty: args.repeat_penalty,
+        frequency_penalty: args.frequency_penalty,
+        presence_penalty: args.presence_penalty,
         repeat_last_n: 0,
         seed,
     };
@@ -399,12 +426,12 @@ fn prompt_text(args: &GenerateArgs) -> Result<String, CliError> {
 }
 
 /// A seed for a run without `-s`: the clock mixed with the process id.
-fn fresh_seed() -> u64 {
+fn fresh_seed() -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let mut s = nanos ^ (u64::from(std::process::id()) << 32);
-    crate::synth::rng::splitmix64(&mut s)
+    (crate::synth::rng::splitmix64(&mut s) >> 32) as u32
 }
 
 /// A token's text for people: control tokens shown, invalid UTF-8 as U+FFFD.
@@ -444,7 +471,7 @@ fn write_json(
     text: &str,
     tops: &[Top],
     stop: Stop,
-    seed: u64,
+    seed: u32,
     t: &Timings,
 ) -> Result<(), CliError> {
     let top5: Vec<serde_json::Value> = tops

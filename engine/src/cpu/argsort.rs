@@ -6,198 +6,18 @@
 //! introsort leaves: insertion sort for 16 elements or fewer (stable), and
 //! above that median-of-three quicksort partitions, a heap sort past the
 //! depth limit `2·floor(log2 n)`, and a final insertion pass. This is that
-//! algorithm step for step (GCC's `bits/stl_algo.h` and `stl_heap.h`), so
+//! algorithm step for step ([`crate::stdsort`]), so
 //! ties between experts resolve as they do in llama.cpp. The GPU's `top_k`
 //! shader runs the same steps.
 
-/// libstdc++'s `_S_threshold`.
-const THRESHOLD: usize = 16;
-
 /// Indices `0..values.len()` ordered by descending value, ties as
-/// libstdc++'s `std::sort` orders them. NaN compares false both ways (as
-/// in C++), so its position is whatever the algorithm leaves.
+/// libstdc++'s `std::sort` orders them ([`crate::stdsort::sort`]). NaN
+/// compares false both ways (as in C++), so its position is whatever the
+/// algorithm leaves.
 pub fn argsort_desc(values: &[f32]) -> Vec<u32> {
     let mut idx: Vec<u32> = (0..values.len() as u32).collect();
-    let gt = |a: u32, b: u32| values[a as usize] > values[b as usize];
-    let n = idx.len();
-    if n > 1 {
-        let depth = 2 * (usize::BITS - 1 - n.leading_zeros()) as usize;
-        introsort_loop(&mut idx, 0, n, depth, &gt);
-        final_insertion_sort(&mut idx, 0, n, &gt);
-    }
+    crate::stdsort::sort(&mut idx, |&a, &b| values[a as usize] > values[b as usize]);
     idx
-}
-
-fn introsort_loop(
-    v: &mut [u32],
-    first: usize,
-    mut last: usize,
-    mut depth: usize,
-    comp: &impl Fn(u32, u32) -> bool,
-) {
-    while last - first > THRESHOLD {
-        if depth == 0 {
-            heap_sort(v, first, last, comp);
-            return;
-        }
-        depth -= 1;
-        let cut = partition_pivot(v, first, last, comp);
-        introsort_loop(v, cut, last, depth, comp);
-        last = cut;
-    }
-}
-
-/// `__unguarded_partition_pivot`: the median of `first + 1`, the middle and
-/// `last - 1` moved to `first`, then an unguarded partition around it.
-fn partition_pivot(
-    v: &mut [u32],
-    first: usize,
-    last: usize,
-    comp: &impl Fn(u32, u32) -> bool,
-) -> usize {
-    let mid = first + (last - first) / 2;
-    move_median_to_first(v, first, first + 1, mid, last - 1, comp);
-    let pivot = first;
-    let (mut lo, mut hi) = (first + 1, last);
-    loop {
-        while comp(v[lo], v[pivot]) {
-            lo += 1;
-        }
-        hi -= 1;
-        while comp(v[pivot], v[hi]) {
-            hi -= 1;
-        }
-        if lo >= hi {
-            return lo;
-        }
-        v.swap(lo, hi);
-        lo += 1;
-    }
-}
-
-fn move_median_to_first(
-    v: &mut [u32],
-    result: usize,
-    a: usize,
-    b: usize,
-    c: usize,
-    comp: &impl Fn(u32, u32) -> bool,
-) {
-    let pick = if comp(v[a], v[b]) {
-        if comp(v[b], v[c]) {
-            b
-        } else if comp(v[a], v[c]) {
-            c
-        } else {
-            a
-        }
-    } else if comp(v[a], v[c]) {
-        a
-    } else if comp(v[b], v[c]) {
-        c
-    } else {
-        b
-    };
-    v.swap(result, pick);
-}
-
-fn final_insertion_sort(
-    v: &mut [u32],
-    first: usize,
-    last: usize,
-    comp: &impl Fn(u32, u32) -> bool,
-) {
-    if last - first > THRESHOLD {
-        insertion_sort(v, first, first + THRESHOLD, comp);
-        for i in first + THRESHOLD..last {
-            unguarded_linear_insert(v, i, comp);
-        }
-    } else {
-        insertion_sort(v, first, last, comp);
-    }
-}
-
-fn insertion_sort(v: &mut [u32], first: usize, last: usize, comp: &impl Fn(u32, u32) -> bool) {
-    if first == last {
-        return;
-    }
-    for i in first + 1..last {
-        if comp(v[i], v[first]) {
-            let val = v[i];
-            v.copy_within(first..i, first + 1);
-            v[first] = val;
-        } else {
-            unguarded_linear_insert(v, i, comp);
-        }
-    }
-}
-
-fn unguarded_linear_insert(v: &mut [u32], mut last: usize, comp: &impl Fn(u32, u32) -> bool) {
-    let val = v[last];
-    while comp(val, v[last - 1]) {
-        v[last] = v[last - 1];
-        last -= 1;
-    }
-    v[last] = val;
-}
-
-/// `__partial_sort(first, last, last)`: `__make_heap`, then `__sort_heap`.
-fn heap_sort(v: &mut [u32], first: usize, last: usize, comp: &impl Fn(u32, u32) -> bool) {
-    let h = &mut v[first..last];
-    let len = h.len();
-    if len >= 2 {
-        let mut parent = (len - 2) / 2;
-        loop {
-            let val = h[parent];
-            adjust_heap(h, parent, len, val, comp);
-            if parent == 0 {
-                break;
-            }
-            parent -= 1;
-        }
-    }
-    let mut end = len;
-    while end > 1 {
-        end -= 1;
-        // __pop_heap(first, end, end)
-        let val = h[end];
-        h[end] = h[0];
-        adjust_heap(h, 0, end, val, comp);
-    }
-}
-
-fn adjust_heap(
-    h: &mut [u32],
-    mut hole: usize,
-    len: usize,
-    val: u32,
-    comp: &impl Fn(u32, u32) -> bool,
-) {
-    let top = hole;
-    let mut child = hole;
-    while len >= 2 && child < (len - 1) / 2 {
-        child = 2 * (child + 1);
-        if comp(h[child], h[child - 1]) {
-            child -= 1;
-        }
-        h[hole] = h[child];
-        hole = child;
-    }
-    if len >= 2 && len.is_multiple_of(2) && child == (len - 2) / 2 {
-        child = 2 * (child + 1);
-        h[hole] = h[child - 1];
-        hole = child - 1;
-    }
-    // __push_heap
-    while hole > top {
-        let parent = (hole - 1) / 2;
-        if !comp(h[parent], val) {
-            break;
-        }
-        h[hole] = h[parent];
-        hole = parent;
-    }
-    h[hole] = val;
 }
 
 #[cfg(test)]
@@ -261,15 +81,6 @@ mod tests {
             .map(|(i, &j)| (i as u64 + 1) * u64::from(j))
             .sum();
         assert_eq!(sum, 33554722);
-    }
-
-    #[test]
-    fn heap_sort_sorts() {
-        let values: Vec<f32> = (0..40).map(|i| ((i * 7) % 11) as f32).collect();
-        let mut idx: Vec<u32> = (0..40).collect();
-        let gt = |a: u32, b: u32| values[a as usize] > values[b as usize];
-        heap_sort(&mut idx, 0, 40, &gt);
-        check_sorted(&values, &idx);
     }
 
     proptest! {

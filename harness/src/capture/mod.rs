@@ -28,6 +28,7 @@ mod llama;
 mod model;
 mod probe;
 mod prompt;
+mod sampling;
 mod taps;
 mod tokenize;
 
@@ -145,12 +146,15 @@ pub fn run(opts: &Options) -> Result<(), CaptureError> {
 
     let backend = Backend::init(opts.verbose);
     let info = backend.info();
+    let ids: Vec<String> = selected.iter().map(|m| m.id.clone()).collect();
     for entry in selected {
         model::capture_model(&backend, &info, &models_file, entry, &prompts, opts)?;
     }
     if opts.list_nodes {
         return Ok(());
     }
+    let cases = sampling::capture_models(&opts.out, &ids, &info)?;
+    eprintln!("capture: sampler chain, {cases} cases");
     let manifest = writer::write_manifest(&opts.out, &models_file)?;
     eprintln!(
         "capture: done in {:.0} s; {} holds {} files, {:.2} MiB (manifest.json not counted)",
@@ -208,6 +212,31 @@ pub fn run_adhoc(
         verbose,
         list_nodes: false,
     })
+}
+
+/// `harness capture-sampling`: llama.cpp's sampler chain on the last
+/// logits already captured in `dir` (every model of its models.json, or
+/// `models`), then the manifest. Needs no model file.
+pub fn run_sampling(dir: &Path, models: &[String], verbose: bool) -> Result<(), CaptureError> {
+    let models_file = inputs::load_models_file(dir)?;
+    let ids: Vec<String> = models_file
+        .models
+        .iter()
+        .map(|m| m.id.clone())
+        .filter(|id| models.is_empty() || models.contains(id))
+        .collect();
+    if let Some(unknown) = models.iter().find(|m| !ids.contains(m)) {
+        return err(format!("no model {unknown:?} in models.json"));
+    }
+    let backend = Backend::init(verbose);
+    let cases = sampling::capture_models(dir, &ids, &backend.info())?;
+    writer::write_manifest(dir, &models_file)?;
+    eprintln!(
+        "capture-sampling: {cases} cases ({} models) written under {}",
+        ids.len(),
+        dir.display()
+    );
+    Ok(())
 }
 
 fn canonical(p: &Path) -> Result<PathBuf, CaptureError> {

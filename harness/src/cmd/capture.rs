@@ -132,3 +132,37 @@ pub fn capture(args: CaptureArgs) -> ExitCode {
     );
     ExitCode::FAILURE
 }
+
+#[derive(Args)]
+pub struct CaptureSamplingArgs {
+    /// The reference directory whose captures to add llama.cpp's sampler
+    /// chain to.
+    #[arg(long, value_name = "DIR", default_value = "reference-data")]
+    reference: PathBuf,
+    /// Only these model ids (default: every model of DIR/models.json).
+    #[arg(long, value_delimiter = ',')]
+    models: Vec<String>,
+    /// Let llama.cpp log to stderr.
+    #[arg(long)]
+    verbose: bool,
+}
+
+#[cfg(feature = "llama-cpp")]
+pub fn capture_sampling(args: CaptureSamplingArgs) -> ExitCode {
+    match harness::capture::run_sampling(&args.reference, &args.models, args.verbose) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("harness capture-sampling: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "llama-cpp"))]
+pub fn capture_sampling(args: CaptureSamplingArgs) -> ExitCode {
+    let _ = (args.reference, args.models, args.verbose);
+    eprintln!(
+        "harness capture-sampling: this harness was built without llama.cpp; rebuild with `--features llama-cpp`"
+    );
+    ExitCode::FAILURE
+}

@@ -89,7 +89,7 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
             }
         }
     }
-    let model_checks = ["tokenizer", "chat"];
+    let model_checks = ["tokenizer", "chat", "sampling"];
     for check in model_checks
         .iter()
         .copied()
@@ -99,6 +99,7 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
         let ran = match check {
             "tokenizer" => m.tokenizer.is_some(),
             "chat" => m.chat.is_some(),
+            "sampling" => m.sampling.is_some(),
             _ => false,
         };
         if ran || !failures.is_empty() {

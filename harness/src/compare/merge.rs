@@ -183,6 +183,7 @@ mod tests {
             failures: Vec::new(),
             tokenizer: None,
             chat: None,
+            sampling: None,
             prompts,
             text_seconds: 0.0,
             seconds: 1.0,

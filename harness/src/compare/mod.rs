@@ -48,6 +48,7 @@ pub mod routing;
 pub mod run;
 #[cfg(test)]
 mod sample;
+pub mod sampling;
 pub mod sink;
 pub mod taps;
 pub mod thresholds;
@@ -328,7 +329,8 @@ pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
     /// "greedy", "vs" (this path against the run's first path),
     /// "validation" (Vulkan validation messages), "tokenizer", "chat",
-    /// "eog" (the end-of-generation token set), "corpus" (the corpus item's
+    /// "eog" (the end-of-generation token set), "sampling" (the sampler
+    /// against llama.cpp's chain), "corpus" (the corpus item's
     /// KLD, top-1 agreement or tokens against llama.cpp's base),
     /// "model", "engine" (the engine could
     /// not run: a path not implemented, a backend error), "thresholds" (no

@@ -12,6 +12,7 @@ use super::headline;
 use super::logits::LogitsResult;
 use super::matrix::Shard;
 use super::regression::BaselineComparison;
+use super::sampling::SamplingCheck;
 use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
 use super::{Failure, Path, Paths};
@@ -69,6 +70,9 @@ pub struct ModelReport {
     pub failures: Vec<Failure>,
     pub tokenizer: Option<CorpusCheck>,
     pub chat: Option<ChatCheck>,
+    /// The sampler against llama.cpp's chain on the captured logits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingCheck>,
     pub prompts: Vec<PromptReport>,
     /// Wall time of the text checks (the tokenizer corpus, chat renders).
     #[serde(default, deserialize_with = "crate::compare::nan::f64")]
@@ -88,6 +92,7 @@ impl ModelReport {
             failures: Vec::new(),
             tokenizer: None,
             chat: None,
+            sampling: None,
             prompts: Vec::new(),
             text_seconds: 0.0,
             seconds: 0.0,
@@ -286,6 +291,7 @@ impl Report {
             }
             let model_rows = usize::from(m.tokenizer.is_some())
                 + usize::from(m.chat.is_some())
+                + usize::from(m.sampling.is_some())
                 + usize::from(
                     m.skipped.is_some() || (m.prompts.is_empty() && !m.failures.is_empty()),
                 );
@@ -334,6 +340,21 @@ impl Report {
                     "(chat renders)",
                     format!("{ok}/{} exact", c.compared),
                     c.mismatches.is_empty(),
+                ));
+            }
+            if let Some(c) = &m.sampling {
+                rows.push(model_row(
+                    &m.id,
+                    "(sampling)",
+                    format!(
+                        "{}/{} draws, {}/{} stages, {} ties",
+                        c.draws_equal,
+                        c.draws,
+                        c.stages_equal,
+                        c.stages,
+                        c.ties.len()
+                    ),
+                    c.passed(),
                 ));
             }
             if let Some(why) = &m.skipped {

@@ -25,6 +25,7 @@ use super::format::{
     TokenizerCapture, FORMAT, FORMAT_VERSION,
 };
 use super::inputs::{self, MANIFEST_FILE};
+use super::sampling::SamplingCapture;
 use super::writer::sha256_file;
 use super::ReferenceError;
 
@@ -121,6 +122,16 @@ impl ReferenceData {
                 .and_then(|b| CorpusBase::from_safetensors(&b))
                 .map_err(|e| ReferenceError::Invalid(format!("{}: {e}", path.display()))),
         )
+    }
+
+    /// Model `id`'s sampling capture (llama.cpp's sampler chain on its
+    /// captured logits), when the manifest lists one.
+    pub fn sampling(&self, id: &str) -> Option<Result<SamplingCapture, ReferenceError>> {
+        let rel = format!("{id}/{}", super::sampling::SAMPLING_FILE);
+        if !self.manifest.files.iter().any(|f| f.path == rel) {
+            return None;
+        }
+        Some(inputs::read_json(&self.root.join(rel)))
     }
 
     /// The item id of model `id`'s corpus (`corpus:NAME`; `corpus:?` when

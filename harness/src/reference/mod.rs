@@ -14,6 +14,7 @@
 //! <model>/capture.json        settings, versions, tap catalog, per-prompt summary
 //! <model>/<prompt>.safetensors  tokens, top-k, logits, greedy steps, taps
 //! <model>/tokenizer.json      corpus tokenization
+//! <model>/sampling.json      llama.cpp's sampler chain on the last logits (sampling.rs)
 //! <model>/corpus.safetensors  llama.cpp's top-64 over chunks of a real text (corpus.rs)
 //! manifest.json               index of all of the above, with sizes and SHA-256
 //! ```
@@ -24,6 +25,7 @@ pub mod corpus;
 pub mod format;
 pub mod inputs;
 pub mod loader;
+pub mod sampling;
 pub mod writer;
 
 pub use arrays::{PromptArrays, Tap, TopKRow, TopKTable};

@@ -58,7 +58,8 @@ pub struct Options {
     pub model_options: ModelOptions,
     /// Greedy tokens compared at most (the capture has up to 32).
     pub greedy_steps: usize,
-    /// Compare the tokenizer corpus and the chat-template renders.
+    /// Compare the tokenizer corpus, the chat-template renders and the
+    /// sampler chain.
     pub corpus: bool,
     /// CPU threads (0: one per core).
     pub threads: usize,

@@ -18,7 +18,9 @@ use engine::vulkan::VulkanOptions;
 use super::corpus_item::CorpusRun;
 use super::engine_checks::{cross_check, engine_checks};
 use super::progress::Progress;
-use super::text_checks::{chat_template, corpus_check, eog_check, prompt_tokens, render_check};
+use super::text_checks::{
+    chat_template, corpus_check, eog_check, prompt_tokens, render_check, sampling_check,
+};
 use super::Options;
 use crate::compare::cross::PathOutputs;
 use crate::compare::matrix::Item;
@@ -54,6 +56,7 @@ impl ModelRun<'_> {
             r.failures.clear();
             r.tokenizer = None;
             r.chat = None;
+            r.sampling = None;
             r.text_seconds = 0.0;
         }
         r.seconds = start.elapsed().as_secs_f64();
@@ -121,6 +124,7 @@ impl ModelRun<'_> {
             eog_check(model_ref, &tok, &mut r);
             if opts.corpus {
                 corpus_check(opts, model_ref, &tok, &mut r);
+                sampling_check(data, model_ref, &mut r);
                 if let Some(t) = &template {
                     render_check(opts, model_ref, &gguf, t, &mut r);
                 }

@@ -8,10 +8,11 @@ use engine::tokenizer::Tokenizer;
 
 use super::Options;
 use crate::compare::report::ModelReport;
+use crate::compare::sampling;
 use crate::compare::tokens::{self, PromptTokens};
 use crate::compare::Failure;
 use crate::reference::format::{Manifest, PromptCapture};
-use crate::reference::{ModelRef, PromptData};
+use crate::reference::{ModelRef, PromptData, ReferenceData};
 
 /// The model's chat template, with `strftime_now` frozen where the renders
 /// froze it (None for a model without one; a failure when it has one we
@@ -98,6 +99,34 @@ pub(super) fn render_check(
         }
         Err(e) => r.failures.push(Failure::new("chat", e)),
     }
+}
+
+/// The sampler against llama.cpp's chain on the captured logits, where
+/// the reference data has it (`<model>/sampling.json`).
+pub(super) fn sampling_check(data: &ReferenceData, model_ref: ModelRef<'_>, r: &mut ModelReport) {
+    let capture = match data.sampling(model_ref.id()) {
+        None => return,
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
+            r.failures.push(Failure::new("sampling", e.to_string()));
+            return;
+        }
+    };
+    let check = sampling::check(&capture, |prompt| {
+        let d = model_ref.load_prompt(prompt).map_err(|e| e.to_string())?;
+        Ok((d.tokens().to_vec(), d.last_logits().to_vec()))
+    });
+    if let Some(first) = check.mismatches.first() {
+        r.failures.push(Failure::new(
+            "sampling",
+            format!(
+                "{} of {} cases differ from llama.cpp's sampler chain; first: {first}",
+                check.mismatches.len(),
+                check.cases
+            ),
+        ));
+    }
+    r.sampling = Some(check);
 }
 
 /// The tokenizer corpus, line by line.
