@@ -60,6 +60,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "chat: the template rendered without add_generation_prompt",
     ),
     (
+        "kv-f16-truncate",
+        "cpu/kv: an F16 KV cache stores values rounded toward zero, not to nearest",
+    ),
+    (
         "sampler-top-p",
         "sampler/stages: top-p leaves out the token whose probability reaches p",
     ),

@@ -15,6 +15,7 @@
 //! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
+//! | kv-f16-truncate | SmolLM2 with an F16 KV cache, cpu | taps, layer 0 kqv_out |
 //! | sampler-top-p | SmolLM2, text checks | sampling (the candidates top-p keeps against llama.cpp's chain) |
 //! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
 //! | expert-cache-stale | synthetic Qwen3-MoE, gpu+cache:16, one token a pass | taps, layer 0 ffn_moe_* |
@@ -27,6 +28,8 @@ use serde::Serialize;
 use crate::compare::{self, Options, Path, Report, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+/// SmolLM2 captured and compared with an F16 KV cache.
+const SMOLLM2_KV_F16: &str = "smollm2-135m-instruct-q4_1-kv-f16";
 /// The synthetic Qwen3-MoE: 32 experts, 8 used, weights renormalised.
 const QWEN3MOE: &str = "synth-qwen3moe";
 /// A 5-token prompt: RoPE, attention scale and KV positions all matter.
@@ -156,6 +159,18 @@ pub fn table() -> Vec<Mutant> {
             &["tokenizer", "tokens"],
             None,
         ),
+        // Only an F16 cache holds converted values: the F16 capture.
+        Mutant {
+            models: &[SMOLLM2_KV_F16],
+            ..m(
+                "kv-f16-truncate",
+                &[SHORT],
+                &[cpu],
+                false,
+                &["taps"],
+                Some((0, &["kqv_out"][..])),
+            )
+        },
         m("sampler-top-p", &[SHORT], &[cpu], true, &["sampling"], None),
         m(
             "chat-no-generation-prompt",

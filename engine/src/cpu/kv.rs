@@ -23,10 +23,22 @@ impl Rows {
     fn write(&mut self, start: usize, src: &[f32]) {
         match self {
             Rows::F32(d) => d[start..start + src.len()].copy_from_slice(src),
-            Rows::F16(d) => d[start..start + src.len()]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(d, &s)| *d = f16::from_f32(s)),
+            Rows::F16(d) => {
+                // Fault switch point "kv-f16-truncate": values stored
+                // rounded toward zero instead of to nearest.
+                let truncate = fault::active("kv-f16-truncate");
+                d[start..start + src.len()]
+                    .iter_mut()
+                    .zip(src)
+                    .for_each(|(d, &s)| {
+                        let r = f16::from_f32(s);
+                        *d = if truncate && r.is_finite() && r.to_f32().abs() > s.abs() {
+                            f16::from_bits(r.to_bits() - 1)
+                        } else {
+                            r
+                        };
+                    })
+            }
         }
     }
 }

@@ -254,9 +254,11 @@ pub struct ContextSettings {
     /// n_batch = n_ubatch: a whole prompt is one ubatch, one graph.
     pub n_batch: u32,
     pub threads: u32,
+    /// An F16 KV cache instead of F32.
+    pub kv_f16: bool,
 }
 
-/// A llama.cpp context: flash attention off, F32 KV cache, full-size SWA
+/// A llama.cpp context: flash attention off, F32 (or F16) KV cache, full-size SWA
 /// cache, one sequence; optionally with a tap recorder as cb_eval.
 pub struct Context<'m, 'r> {
     ptr: NonNull<sys::llama_context>,
@@ -283,8 +285,13 @@ impl<'m, 'r> Context<'m, 'r> {
         p.n_threads = s.threads as i32;
         p.n_threads_batch = s.threads as i32;
         p.flash_attn_type = sys::LLAMA_FLASH_ATTN_TYPE_DISABLED;
-        p.type_k = sys::GGML_TYPE_F32;
-        p.type_v = sys::GGML_TYPE_F32;
+        let kv = if s.kv_f16 {
+            sys::GGML_TYPE_F16
+        } else {
+            sys::GGML_TYPE_F32
+        };
+        p.type_k = kv;
+        p.type_v = kv;
         p.swa_full = true;
         p.offload_kqv = false;
         p.op_offload = false;

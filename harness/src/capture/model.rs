@@ -14,7 +14,8 @@ use super::taps::TapRecorder;
 use super::tokenize::{prepare_prompts, tokenize_corpus};
 use super::{decode, err, CaptureError, Options};
 use crate::reference::format::{
-    LlamaCppInfo, ModelCapture, ModelEntry, ModelsFile, PromptCapture, RunSettings, FORMAT,
+    KvTypeName, LlamaCppInfo, ModelCapture, ModelEntry, ModelsFile, PromptCapture, RunSettings,
+    FORMAT,
     FORMAT_VERSION,
 };
 use crate::reference::inputs::PromptSource;
@@ -84,7 +85,13 @@ pub(super) fn capture_model(
     }
     let facts = model.facts();
     let vocab = model.vocab_facts();
-    let runs = prepare_prompts(&model, entry, template.as_deref(), prompts, input)?;
+    // The entry's own prompts, when it names them.
+    let prompts: Vec<PromptSource> = prompts
+        .iter()
+        .filter(|p| entry.prompts.as_ref().is_none_or(|ids| ids.contains(&p.id)))
+        .cloned()
+        .collect();
+    let runs = prepare_prompts(&model, entry, template.as_deref(), &prompts, input)?;
 
     let max_t = runs.iter().map(|r| r.tokens.len()).max().unwrap_or(1);
     let n_batch = round_up(max_t.max(PROBE_LONG), 256) as u32;
@@ -94,6 +101,7 @@ pub(super) fn capture_model(
         n_ctx,
         n_batch,
         threads: cfg.threads,
+        kv_f16: entry.kv_type == Some(KvTypeName::F16),
     };
 
     let mut probe_tokens: Vec<i32> = runs.iter().flat_map(|r| r.tokens.iter().copied()).collect();

@@ -302,6 +302,8 @@ pub fn prepare(req: &AdhocRequest) -> Result<Prepared, String> {
         has_chat_template,
         tap_prompts: None,
         min_first_token_margin: None,
+        kv_type: None,
+        prompts: None,
     };
     let settings = CaptureConfig {
         threads: req.threads,

@@ -69,6 +69,33 @@ pub struct ModelEntry {
     /// greedy comparisons meaningless).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_first_token_margin: Option<f64>,
+    /// The KV cache type of the capture (llama.cpp's `type_k` and
+    /// `type_v`) and of every session `compare` runs it with: `f32` when
+    /// absent, or `f16` (llama.cpp's default, and most users'). The same
+    /// GGUF can be listed twice, once per type, under two ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_type: Option<KvTypeName>,
+    /// Only these prompts (ids) are captured; absent: every prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Vec<String>>,
+}
+
+/// A KV cache element type, as models.json names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KvTypeName {
+    F32,
+    F16,
+}
+
+impl KvTypeName {
+    /// The engine's cache type.
+    pub fn kv_type(self) -> engine::ops::KvType {
+        match self {
+            KvTypeName::F32 => engine::ops::KvType::F32,
+            KvTypeName::F16 => engine::ops::KvType::F16,
+        }
+    }
 }
 
 /// What kind of prompt a prompt file holds.
@@ -449,6 +476,17 @@ pub struct ManifestModel {
     /// Prompt ids captured, in file order.
     pub prompts: Vec<String>,
     pub llama_cpp_version: Option<String>,
+    /// The KV cache type of the capture and of compare's sessions (absent:
+    /// f32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_type: Option<KvTypeName>,
+}
+
+impl ManifestModel {
+    /// The engine's KV cache type for this model's sessions.
+    pub fn kv_type(&self) -> engine::ops::KvType {
+        self.kv_type.unwrap_or(KvTypeName::F32).kv_type()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -189,6 +189,7 @@ pub fn build_manifest(dir: &Path, models: &ModelsFile) -> Result<Manifest, Refer
                     c.llama_cpp.crate_version, c.llama_cpp.llama_version
                 )
             }),
+            kv_type: m.kv_type,
         });
     }
     rels.sort();

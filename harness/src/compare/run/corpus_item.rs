@@ -30,6 +30,8 @@ pub(super) struct CorpusRun<'a> {
     pub model: &'a Arc<Model>,
     pub tok: &'a Tokenizer,
     pub paths: &'a [Path],
+    /// The sessions' KV cache type (the model's captures').
+    pub kv_type: KvType,
 }
 
 impl CorpusRun<'_> {
@@ -114,7 +116,7 @@ impl CorpusRun<'_> {
         let cfg = SessionConfig {
             n_ctx,
             n_batch: opts.chunk.clamp(1, n_ctx),
-            kv_type: KvType::F32,
+            kv_type: self.kv_type,
             threads: opts.threads,
         };
         let vk = VulkanOptions {

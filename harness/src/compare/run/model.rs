@@ -184,6 +184,7 @@ impl ModelRun<'_> {
             tok,
             template,
             n_ctx,
+            kv_type: entry.kv_type(),
             sessions: RefCell::new(HashMap::new()),
         };
         for prompt in model_ref.prompts() {
@@ -201,6 +202,7 @@ impl ModelRun<'_> {
                 ctx.sessions.borrow_mut().clear();
                 let run = CorpusRun {
                     opts,
+                    kv_type: entry.kv_type(),
                     model_id: &entry.id,
                     model: &ctx.model,
                     tok: &ctx.tok,
@@ -250,6 +252,8 @@ struct ModelCtx<'a> {
     template: Option<ChatTemplate>,
     /// Context of every session.
     n_ctx: usize,
+    /// KV cache type of every session (the capture's).
+    kv_type: KvType,
     /// The session of each path, made on first use (or why it could not be).
     sessions: RefCell<HashMap<Path, Result<Session, String>>>,
 }
@@ -266,7 +270,7 @@ impl ModelCtx<'_> {
             let cfg = SessionConfig {
                 n_ctx: self.n_ctx,
                 n_batch: self.opts.chunk.clamp(1, self.n_ctx),
-                kv_type: KvType::F32,
+                kv_type: self.kv_type,
                 threads: self.opts.threads,
             };
             let vk = VulkanOptions {
