@@ -90,7 +90,7 @@ void main() {
 
     uint qbase = p.q_offset + (t * p.n_head + h) * dk;
     for (uint i = tid; i < dk; i += WG) {
-        sq[i] = q[qbase + i];
+        sq[i] = Q_IN(q[qbase + i]);
     }
     barrier();
 

@@ -80,8 +80,8 @@ void main() {
     vec4 qv[MAX_D / 4u];
     uint qbase = p.q_offset + (t * p.n_head + h) * p.head_dim_k;
     for (uint c = 0u; c < nk; c++) {
-        qv[c] = vec4(q[qbase + 4u * c], q[qbase + 4u * c + 1u], q[qbase + 4u * c + 2u],
-                     q[qbase + 4u * c + 3u]);
+        qv[c] = vec4(Q_IN(q[qbase + 4u * c]), Q_IN(q[qbase + 4u * c + 1u]),
+                     Q_IN(q[qbase + 4u * c + 2u]), Q_IN(q[qbase + 4u * c + 3u]));
     }
     vec4 acc[MAX_D / 4u];
     for (uint c = 0u; c < nv; c++) {

@@ -22,6 +22,18 @@ struct KvWritePush {
 // q [T, n_head * head_dim_k] from q_offset, out [T, n_head * head_dim_v] from
 // out_offset (elements); K cache [n_ctx, k_width], V cache [n_ctx, v_width].
 // window 0 = none; softcap 0 = none.
+// A query element as the kernels read it: with an f16 cache rounded to f16
+// (ties to even), as llama.cpp's CPU rounds the activation it multiplies an
+// F16 cache with, so that every product q·k is that of two halves, exact in
+// f32. (llama.cpp also rounds the normalised probabilities before V·p; the
+// online softmax here weighs V before it knows the row's sum, so that
+// rounding, relative 2^-12 per weight, is left out: docs/harness.md.)
+#ifdef KV_F16
+#define Q_IN(x) round_f16(x)
+#else
+#define Q_IN(x) (x)
+#endif
+
 struct AttnPush {
     uint n_head;
     uint group;      // n_head / n_kv_head

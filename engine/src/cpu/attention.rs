@@ -1,7 +1,10 @@
 //! Causal (optionally sliding-window) grouped-query attention over a KV
-//! cache, f32 throughout, softmax sum in f64.
+//! cache, f32 throughout, softmax sum in f64. With an F16 cache, as
+//! llama.cpp's CPU computes it: the query rounded to f16 before `K·q`, the
+//! probabilities rounded to f16 before `V·p` (its matmuls with an F16
+//! tensor convert the other operand to F16).
 
-use super::kv::KvStore;
+use super::kv::{round_f16, KvStore};
 use super::parallel::for_chunks_init;
 use crate::ops::AttnParams;
 
@@ -33,8 +36,13 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
         out,
         dv,
         work,
-        || Vec::with_capacity(pos0 + n_rows),
-        |scores: &mut Vec<f32>, i, o| {
+        || Scratch {
+            scores: Vec::with_capacity(pos0 + n_rows),
+            q: Vec::with_capacity(dk),
+            row: Vec::with_capacity(dk.max(dv)),
+        },
+        |sc: &mut Scratch, i, o| {
+            let Scratch { scores, q: q16, row } = sc;
             let (t, h) = (i / nh, i % nh);
             let g = h / group;
             let pos = pos0 + t;
@@ -42,11 +50,17 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
                 Some(w) => (pos + 1).saturating_sub(w),
                 None => 0,
             };
-            let qh = &q[(t * nh + h) * dk..(t * nh + h + 1) * dk];
+            let mut qh = &q[(t * nh + h) * dk..(t * nh + h + 1) * dk];
+            if kv.is_f16() {
+                q16.clear();
+                q16.extend_from_slice(qh);
+                round_f16(q16);
+                qh = q16.as_slice();
+            }
             scores.clear();
             let mut max = f32::NEG_INFINITY;
             for j in first..=pos {
-                let mut s = p.scale * kv.k(j, g * dk, dk).dot(qh);
+                let mut s = p.scale * kv.k(j, g * dk, dk).dot(qh, row);
                 if let Some(cap) = p.softcap {
                     s = (s / cap).tanh() * cap;
                 }
@@ -61,8 +75,18 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
             let inv = (1.0 / sum) as f32;
             o.fill(0.0);
             for (j, &e) in (first..=pos).zip(scores.iter()) {
-                kv.v(j, g * dv, dv).axpy(e * inv, o);
+                kv.v(j, g * dv, dv).axpy(e * inv, o, row);
             }
         },
     );
+}
+
+/// Per-thread buffers of [`attention`].
+struct Scratch {
+    /// Scores of one (row, head) `[positions]`.
+    scores: Vec<f32>,
+    /// The query head rounded to f16 `[head_dim_k]` (F16 cache only).
+    q: Vec<f32>,
+    /// One cache row widened to f32 `[head_dim]` (F16 cache only).
+    row: Vec<f32>,
 }

@@ -1,7 +1,7 @@
 //! A layer's KV cache on the CPU: K and V rows for every position of the
 //! context, allocated once.
 
-use half::f16;
+use half::{f16, slice::HalfFloatSliceExt};
 
 use crate::fault;
 use crate::ops::KvType;
@@ -60,26 +60,48 @@ pub enum Row<'a> {
 }
 
 impl Row<'_> {
-    /// `Σ q[i] · row[i]` in f32.
+    /// `Σ q[i] · row[i]` in f32. An F16 row is dotted as llama.cpp's CPU
+    /// does with an F16 cache: `q` must already be rounded to f16
+    /// ([`round_f16`]), the row is widened into `scratch`, every product of
+    /// two halves is exact in f32, and the sum is f32.
     #[inline]
-    pub fn dot(self, q: &[f32]) -> f32 {
+    pub fn dot(self, q: &[f32], scratch: &mut Vec<f32>) -> f32 {
         match self {
             Row::F32(r) => dot_f32(q, r),
-            Row::F16(r) => q.iter().zip(r).map(|(&q, &k)| q * k.to_f32()).sum(),
+            Row::F16(r) => dot_f32(q, widen(r, scratch)),
         }
     }
 
-    /// `acc += a · row`.
+    /// `acc += a · row`. With an F16 row, `a` is rounded to f16 first, as
+    /// llama.cpp's CPU rounds the attention probabilities it multiplies an
+    /// F16 V cache with.
     #[inline]
-    pub fn axpy(self, a: f32, acc: &mut [f32]) {
+    pub fn axpy(self, a: f32, acc: &mut [f32], scratch: &mut Vec<f32>) {
         match self {
             Row::F32(r) => acc.iter_mut().zip(r).for_each(|(o, &v)| *o += a * v),
-            Row::F16(r) => acc
-                .iter_mut()
-                .zip(r)
-                .for_each(|(o, &v)| *o += a * v.to_f32()),
+            Row::F16(r) => {
+                let a = f16::from_f32(a).to_f32();
+                acc.iter_mut()
+                    .zip(widen(r, scratch))
+                    .for_each(|(o, &v)| *o += a * v)
+            }
         }
     }
+}
+
+/// `r` widened to f32 in `scratch` (the slice conversion: F16C where the
+/// CPU has it).
+#[inline]
+fn widen<'s>(r: &[f16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
+    scratch.resize(r.len(), 0.0);
+    r.convert_to_f32_slice(scratch);
+    scratch
+}
+
+/// `x` rounded to f16 (to nearest even) and back, in place: what llama.cpp's
+/// CPU does to the activation it multiplies an F16 tensor with.
+pub fn round_f16(x: &mut [f32]) {
+    x.iter_mut().for_each(|v| *v = f16::from_f32(*v).to_f32());
 }
 
 impl KvStore {
@@ -103,6 +125,11 @@ impl KvStore {
 
     pub fn v_width(&self) -> usize {
         self.v_width
+    }
+
+    /// Whether the cache holds halves (F16).
+    pub fn is_f16(&self) -> bool {
+        matches!(self.k, Rows::F16(_))
     }
 
     /// Bytes held.
