@@ -94,7 +94,7 @@ void main() {
     }
     barrier();
 
-    float m = NEG_INF; // running max
+    float m = MAX_START; // running max
     float l = 0.0;        // running sum of exp(s - m)
     float acc[ACC];
     for (uint a = 0u; a < ACC; a++) {
@@ -122,7 +122,7 @@ void main() {
             }
             barrier();
         }
-        float m_new = max(m, red[0]);
+        float m_new = RUNNING_MAX(max(m, red[0]));
         float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
         // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
         // every score so far is -inf).

@@ -102,7 +102,7 @@ void main() {
     for (uint c = 0u; c < nv; c++) {
         acc[c] = vec4(0.0);
     }
-    float m = NEG_INF; // running max
+    float m = MAX_START; // running max
     float l = 0.0;     // running sum of exp(s - m)
 
     uint j0 = subgroupMin(first);
@@ -121,7 +121,7 @@ void main() {
             s = p.softcap * tanh_accurate(s / p.softcap);
         }
         bool visible = j >= first && j <= pos;
-        float m_new = visible ? max(m, s) : m;
+        float m_new = RUNNING_MAX(visible ? max(m, s) : m);
         float alpha = m_new == NEG_INF ? 1.0 : exp(m - m_new);
         // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
         // every score so far is -inf).

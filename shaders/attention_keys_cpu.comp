@@ -87,7 +87,7 @@ void main() {
     for (uint c = 0u; c < nv; c++) {
         acc[c] = vec4(0.0);
     }
-    float m = NEG_INF; // this lane's running max
+    float m = MAX_START; // this lane's running max
     float l = 0.0;     // this lane's running sum of exp(s - m)
 
     uint kbase = g * p.head_dim_k;
@@ -100,7 +100,7 @@ void main() {
         if (p.softcap > 0.0) {
             s = p.softcap * tanh_accurate(s / p.softcap);
         }
-        float m_new = max(m, s);
+        float m_new = RUNNING_MAX(max(m, s));
         float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
         // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
         // every score so far is -inf).
