@@ -32,6 +32,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan recorder: no barrier between a residual add and the norm that reads it",
     ),
     (
+        "gpu-softmax-unshifted",
+        "vulkan op_attention: the attention kernels' online softmax does not subtract the running max (exp(s) itself)",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),

@@ -343,6 +343,28 @@ fn synth_llama_moe_makes_experts_of_a_dense_llama() {
         "q8_0",
     ]);
     assert_one_line_error(&o, 1, "--type does not apply to --arch llama-moe");
+    for flag in [&["--tie-qk"][..], &["--qk-norm-scale", "4"]] {
+        let mut args = vec!["synth", "--arch", "llama-moe", "--seed", "1", "--from"];
+        let (src_s, out_s) = (s(&src), s(&out));
+        args.extend([src_s.as_str(), out_s.as_str()]);
+        args.extend(flag);
+        let o = sharpi(&args);
+        let msg = format!("{} does not apply to --arch llama-moe", flag[0]);
+        assert_one_line_error(&o, 1, &msg);
+    }
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "qwen3",
+        "--seed",
+        "1",
+        "--tokenizer-from",
+        &s(&src),
+        &s(&out),
+        "--qk-norm-scale",
+        "0",
+    ]);
+    assert_one_line_error(&o, 1, "--qk-norm-scale 0: a positive number");
     let o = sharpi(&[
         "synth",
         "--arch",

@@ -11,6 +11,7 @@
 //! | descriptor-reuse | SmolLM2, gpu | validation (a bound set updated) or taps |
 //! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
 //! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
+//! | gpu-softmax-unshifted | synthetic Qwen3 with scores of ~181 (synth-qwen3-bigscores), gpu | taps, layer 0 kqv_out (NaN: exp(s) overflows) |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
 //! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
@@ -29,6 +30,11 @@ use crate::compare::{self, Options, Path, Report, Thresholds};
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 /// The synthetic Qwen3-MoE: 32 experts, 8 used, weights renormalised.
 const QWEN3MOE: &str = "synth-qwen3moe";
+/// The synthetic Qwen3 whose every query meets its own key with a score of
+/// ~181 (tied query/key heads, QK-norm weights x4): exp of it overflows
+/// f32 unless the softmax subtracts the row's max (SmolLM2's scores stay
+/// far below 88, so a GPU softmax without the shift passes its captures).
+const BIGSCORES: &str = "synth-qwen3-bigscores";
 /// A 5-token prompt: RoPE, attention scale and KV positions all matter.
 const SHORT: &str = "capital-france";
 /// A chat prompt (system + user), rendered with a generation prompt.
@@ -139,6 +145,19 @@ pub fn table() -> Vec<Mutant> {
             &["taps"],
             Some((0, &["attn_norm"][..])),
         ),
+        // Harmless while scores are small: only the model with large
+        // attention scores shows it (NaN from inf / inf).
+        Mutant {
+            models: &[BIGSCORES],
+            ..m(
+                "gpu-softmax-unshifted",
+                &[SHORT],
+                &[gpu],
+                false,
+                &["taps"],
+                Some((0, &["kqv_out"][..])),
+            )
+        },
         m(
             "hybrid-handoff",
             &[SHORT],
@@ -361,7 +380,7 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
     // The clean run: the union of the selections, no fault.
     let clean_mutant = Mutant {
         fault: "none",
-        models: &[SMOLLM2, QWEN3MOE],
+        models: &[SMOLLM2, QWEN3MOE, BIGSCORES],
         prompts: &[SHORT, CHAT],
         paths: vec![Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N), CACHED],
         corpus: true,

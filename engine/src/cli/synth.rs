@@ -41,6 +41,18 @@ pub struct SynthArgs {
     /// qwen3, qwen3moe: token embedding standard deviation.
     #[arg(long)]
     pub embed_scale: Option<f32>,
+    /// qwen3, qwen3moe: gain of the QK-norm weights (default 1). Attention
+    /// scores then have a standard deviation of about its square (with
+    /// --tie-qk, a query's score with itself is about its square times
+    /// sqrt(head_dim): reference-data's synth-qwen3-bigscores, 4).
+    #[arg(long)]
+    pub qk_norm_scale: Option<f32>,
+    /// qwen3, qwen3moe: each query head's projection is its KV head's key
+    /// projection: every query attends to itself with a score of about
+    /// qk-norm-scale² · sqrt(head_dim), far above the rest (a one-hot
+    /// softmax however large the scores).
+    #[arg(long)]
+    pub tie_qk: bool,
     /// qwen3moe, llama-moe: router (ffn_gate_inp) scale (default 1 for
     /// qwen3moe, 16 for llama-moe).
     #[arg(long)]
@@ -93,10 +105,18 @@ fn scratch(args: &SynthArgs, arch: Arch, out: &mut dyn Write) -> Result<(), CliE
     let tokenizer_from = args.source(&args.tokenizer_from, "--tokenizer-from")?;
     let mut cfg = Config::new(arch, args.seed);
     cfg.ftype = args.ftype.unwrap_or(cfg.ftype);
+    cfg.tie_qk = args.tie_qk;
     let s = &mut cfg.scales;
     s.head = args.head_scale.unwrap_or(s.head);
     s.embed = args.embed_scale.unwrap_or(s.embed);
     s.router = args.router_scale.unwrap_or(s.router);
+    s.qk_norm = args.qk_norm_scale.unwrap_or(s.qk_norm);
+    if !(s.qk_norm.is_finite() && s.qk_norm > 0.0) {
+        return Err(CliError::Usage(format!(
+            "--qk-norm-scale {}: a positive number",
+            s.qk_norm
+        )));
+    }
 
     let tok = super::open_model(&tokenizer_from)?;
     let pool = super::thread_pool(args.threads)?;
@@ -121,6 +141,8 @@ fn upcycled(args: &SynthArgs, out: &mut dyn Write) -> Result<(), CliError> {
         ("--type", args.ftype.is_some()),
         ("--head-scale", args.head_scale.is_some()),
         ("--embed-scale", args.embed_scale.is_some()),
+        ("--qk-norm-scale", args.qk_norm_scale.is_some()),
+        ("--tie-qk", args.tie_qk),
     ])?;
     let from = args.source(&args.from, "--from")?;
     let mut cfg = MoeConfig::new(args.seed);

@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+pub mod extreme;
 pub mod session;
 pub mod weights;
 
