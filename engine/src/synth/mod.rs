@@ -146,6 +146,10 @@ pub struct Config {
     pub rms_eps: f32,
     pub scales: Scales,
     pub ftype: FileType,
+    /// Qwen3-MoE: the last `router_twins` experts route exactly as the
+    /// first `router_twins` do (their `ffn_gate_inp` rows are copies, see
+    /// [`Init::TwinRows`]); at most half the experts. 0: none.
+    pub router_twins: u32,
 }
 
 impl Config {
@@ -175,6 +179,12 @@ pub enum Init {
     /// top-1/top-2 margins of 0.000-0.03 at a logit s.d. of 32, against
     /// 1.2-2.0 at s.d. 45 with this tail, with ~30 distinct top tokens).
     HeavyRows { std: f32 },
+    /// `normal * std` as [`Init::Normal`] draws it, then the last `twins`
+    /// rows overwritten with copies of the first `twins` (row `n - twins +
+    /// i` = row `i`; rows are `dims[0]` long). A router drawn so gives each
+    /// such pair of experts the same logit, bit for bit, whatever the
+    /// input: their probabilities tie exactly.
+    TwinRows { std: f32, twins: u32 },
 }
 
 /// One tensor of a synthetic model, before it is drawn.
@@ -271,6 +281,18 @@ pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
     let mut r = Xoshiro256StarStar::for_tensor(seed, &spec.name);
     match spec.init {
         Init::Normal { std } => (0..n).map(|_| r.normal() * std).collect(),
+        Init::TwinRows { std, twins } => {
+            let mut out: Vec<f32> = (0..n).map(|_| r.normal() * std).collect();
+            let (row, twins) = (spec.dims[0] as usize, twins as usize);
+            let rows = out.len() / row;
+            assert!(
+                2 * twins <= rows,
+                "{}: {twins} twins of {rows} rows",
+                spec.name
+            );
+            out.copy_within(..twins * row, (rows - twins) * row);
+            out
+        }
         Init::Norm { noise } => (0..n).map(|_| 1.0 + noise * r.normal()).collect(),
         Init::HeavyRows { std } => {
             let row_len = spec.dims[0];
@@ -288,6 +310,12 @@ pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
 /// Builds the model `cfg` describes, with the tokenizer of `tokenizer`.
 /// Runs on the current rayon pool; the bytes do not depend on it.
 pub fn synthesize(cfg: &Config, tokenizer: &GgufFile) -> Result<GgufWriter<'static>, SynthError> {
+    if 2 * cfg.router_twins > cfg.n_expert {
+        return Err(SynthError::Config(format!(
+            "{} router twins of {} experts (at most half)",
+            cfg.router_twins, cfg.n_expert
+        )));
+    }
     let (tok_kvs, n_vocab) = tokenizer_metadata(tokenizer)?;
     let specs = tensor_specs(cfg, n_vocab);
 
@@ -344,7 +372,10 @@ fn general_metadata(cfg: &Config) -> Vec<(String, Value)> {
         ("general.type".into(), Value::String("model".into())),
         (
             "general.name".into(),
-            Value::String(format!("synthetic {} seed {}", cfg.arch, cfg.seed)),
+            Value::String(match cfg.router_twins {
+                0 => format!("synthetic {} seed {}", cfg.arch, cfg.seed),
+                t => format!("synthetic {} seed {} router twins {t}", cfg.arch, cfg.seed),
+            }),
         ),
     ]
 }
@@ -442,6 +473,17 @@ mod tests {
         assert_ne!(draw(1, &a), draw(1, &b));
         let n = TensorSpec::new("n", &[1000], Init::Norm { noise: 0.1 });
         assert!(draw(3, &n).iter().all(|&x| (0.6..1.4).contains(&x)));
+    }
+
+    #[test]
+    fn twin_rows_copy_the_first_rows_over_the_last() {
+        let plain = TensorSpec::new("r", &[4, 6], Init::Normal { std: 1.0 });
+        let twins = TensorSpec::new("r", &[4, 6], Init::TwinRows { std: 1.0, twins: 2 });
+        let (a, b) = (draw(5, &plain), draw(5, &twins));
+        // Rows 0..4 as drawn, rows 4 and 5 copies of rows 0 and 1.
+        assert_eq!(a[..16], b[..16]);
+        assert_eq!(b[16..24], b[..8]);
+        assert_ne!(a[16..24], b[16..24]);
     }
 
     #[test]

@@ -127,10 +127,25 @@ pub fn run(opts: &Options) -> Result<(), CaptureError> {
     }
 
     for m in &selected {
-        for id in m.tap_prompts.iter().flatten() {
+        for id in m.prompts.iter().flatten() {
             if !prompts.iter().any(|p| &p.id == id) {
                 return err(format!(
-                    "model {}: tap_prompts names {id:?}, which is not a prompt",
+                    "model {}: prompts names {id:?}, which is not a prompt",
+                    m.id
+                ));
+            }
+        }
+        if m.prompts.as_ref().is_some_and(|ids| !ids.contains(all_pos)) {
+            return err(format!(
+                "model {}: prompts leaves out the all-positions prompt {all_pos:?}",
+                m.id
+            ));
+        }
+        for id in m.tap_prompts.iter().flatten() {
+            let captured = m.prompts.as_ref().is_none_or(|ids| ids.contains(id));
+            if !prompts.iter().any(|p| &p.id == id) || !captured {
+                return err(format!(
+                    "model {}: tap_prompts names {id:?}, which is not a prompt it captures",
                     m.id
                 ));
             }

@@ -300,6 +300,7 @@ pub fn prepare(req: &AdhocRequest) -> Result<Prepared, String> {
         sha256,
         architecture,
         has_chat_template,
+        prompts: None,
         tap_prompts: None,
         min_first_token_margin: None,
     };
@@ -424,6 +425,7 @@ mod tests {
             sha256: "0".repeat(64),
             architecture: "llama".into(),
             has_chat_template: true,
+            prompts: None,
             tap_prompts: None,
             min_first_token_margin: None,
         };

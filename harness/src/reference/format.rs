@@ -57,6 +57,13 @@ pub struct ModelEntry {
     /// Whether the GGUF has `tokenizer.chat_template`; checked before
     /// capturing. Chat-formatted prompts are captured only for such models.
     pub has_chat_template: bool,
+    /// Prompts (ids) captured for this model; absent: every prompt that
+    /// applies (the chat prompts only with a chat template). Must hold the
+    /// all-positions prompt. Lets a model that adds one property (exact
+    /// router ties, say) to an architecture already captured in full stay
+    /// within the size budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Vec<String>>,
     /// Prompts (ids) whose graph tensors are recorded; absent: every prompt.
     /// Lets a model's entry stay within the size budget (taps cost about
     /// 1.3 MiB per prompt for a 30-layer model; see README.md).

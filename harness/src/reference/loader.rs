@@ -436,6 +436,7 @@ mod tests {
                 sha256: "0".repeat(64),
                 architecture: "llama".into(),
                 has_chat_template: false,
+                prompts: None,
                 tap_prompts: None,
                 min_first_token_margin: Some(0.5),
             }],
