@@ -44,6 +44,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "placement: the hidden state handed across devices is the previous token's",
     ),
     (
+        "handoff-stale",
+        "placement: the hand-off's copy into the destination skipped (it keeps what it held)",
+    ),
+    (
         "stop-token",
         "tokenizer/special: the BOS token counted as end-of-generation",
     ),
@@ -54,6 +58,10 @@ pub const FAULTS: &[(&str, &str)] = &[
     (
         "moe-renorm",
         "model/moe: the chosen experts' weights not renormalised to sum 1",
+    ),
+    (
+        "moe-tie-order",
+        "cpu/moe top_k: experts of exactly equal probability taken in the reverse of llama.cpp's order",
     ),
     (
         "expert-cache-stale",

@@ -413,6 +413,41 @@ fn synth_llama_moe_makes_experts_of_a_dense_llama() {
         &s(&out),
     ]);
     assert_one_line_error(&o, 1, "source model: it already has 4 experts");
+    // --router-twins: qwen3moe only, at most half the experts.
+    for (arch, from, twins, error) in [
+        (
+            "llama-moe",
+            "--from",
+            "2",
+            "--router-twins does not apply to --arch llama-moe",
+        ),
+        (
+            "qwen3",
+            "--tokenizer-from",
+            "2",
+            "--router-twins does not apply to --arch qwen3",
+        ),
+        (
+            "qwen3moe",
+            "--tokenizer-from",
+            "17",
+            "synth settings: 17 router twins of 32 experts (at most half)",
+        ),
+    ] {
+        let o = sharpi(&[
+            "synth",
+            "--arch",
+            arch,
+            "--seed",
+            "1",
+            from,
+            &s(&src),
+            &s(&out),
+            "--router-twins",
+            twins,
+        ]);
+        assert_one_line_error(&o, 1, error);
+    }
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

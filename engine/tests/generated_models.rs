@@ -101,6 +101,11 @@ fn synth_qwen3moe_is_reproducible_and_pinned() {
 }
 
 #[test]
+fn synth_qwen3moe_ties_is_reproducible_and_pinned() {
+    check("synth-qwen3moe-ties");
+}
+
+#[test]
 fn smollm2_q4_k_m_is_reproducible_and_pinned() {
     check("smollm2-135m-instruct-q4_k_m");
 }
@@ -116,7 +121,7 @@ fn synth_qwen3_bigscores_is_reproducible_and_pinned() {
 }
 
 #[test]
-fn manifest_lists_the_five_models_with_sha256s() {
+fn manifest_lists_the_six_models_with_sha256s() {
     let ids: Vec<String> = manifest().into_iter().map(|m| m.id).collect();
     assert_eq!(
         ids,
@@ -125,7 +130,8 @@ fn manifest_lists_the_five_models_with_sha256s() {
             "synth-qwen3",
             "synth-qwen3moe",
             "smollm2-moe",
-            "synth-qwen3-bigscores"
+            "synth-qwen3-bigscores",
+            "synth-qwen3moe-ties"
         ]
     );
     for m in manifest() {

@@ -57,6 +57,11 @@ pub struct SynthArgs {
     /// qwen3moe, 16 for llama-moe).
     #[arg(long)]
     pub router_scale: Option<f32>,
+    /// qwen3moe: the last N experts route exactly as the first N (their
+    /// router rows are copies): exact ties in the router's probabilities.
+    /// At most half the experts; default 0.
+    #[arg(long, value_name = "N")]
+    pub router_twins: Option<u32>,
     /// llama-moe: standard deviation of the relative noise on each expert
     /// weight (default 0.02).
     #[arg(long)]
@@ -101,6 +106,10 @@ fn scratch(args: &SynthArgs, arch: Arch, out: &mut dyn Write) -> Result<(), CliE
             "--router-scale",
             arch == Arch::Qwen3 && args.router_scale.is_some(),
         ),
+        (
+            "--router-twins",
+            arch == Arch::Qwen3 && args.router_twins.is_some(),
+        ),
     ])?;
     let tokenizer_from = args.source(&args.tokenizer_from, "--tokenizer-from")?;
     let mut cfg = Config::new(arch, args.seed);
@@ -117,14 +126,19 @@ fn scratch(args: &SynthArgs, arch: Arch, out: &mut dyn Write) -> Result<(), CliE
             s.qk_norm
         )));
     }
+    cfg.router_twins = args.router_twins.unwrap_or(cfg.router_twins);
 
     let tok = super::open_model(&tokenizer_from)?;
     let pool = super::thread_pool(args.threads)?;
     let w = pool.install(|| synth::synthesize(&cfg, &tok))?;
     let file_size = w.write_file(&args.output)?.file_size;
+    let twins = match cfg.router_twins {
+        0 => String::new(),
+        t => format!(", router twins {t}"),
+    };
     writeln!(
         out,
-        "{}: synthetic {} (seed {}, {} layers, {} tensors, {}), {file_size} bytes",
+        "{}: synthetic {} (seed {}, {} layers{twins}, {} tensors, {}), {file_size} bytes",
         args.output.display(),
         cfg.arch,
         cfg.seed,
@@ -143,6 +157,7 @@ fn upcycled(args: &SynthArgs, out: &mut dyn Write) -> Result<(), CliError> {
         ("--embed-scale", args.embed_scale.is_some()),
         ("--qk-norm-scale", args.qk_norm_scale.is_some()),
         ("--tie-qk", args.tie_qk),
+        ("--router-twins", args.router_twins.is_some()),
     ])?;
     let from = args.source(&args.from, "--from")?;
     let mut cfg = MoeConfig::new(args.seed);

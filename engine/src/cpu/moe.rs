@@ -7,6 +7,7 @@ use super::argsort::argsort_desc;
 use super::error::CpuError;
 use super::matmul::{matmul, matvec};
 use super::weight::WeightView;
+use crate::fault;
 use crate::threads::Threads;
 
 /// Softmax of each `width`-element row of `x`, in place.
@@ -35,12 +36,32 @@ pub fn top_k(probs: &[f32], n: usize, ids: &mut [f32], weights: &mut [f32], k: u
         .zip(ids.chunks_exact_mut(k))
         .zip(weights.chunks_exact_mut(k))
     {
-        let order = argsort_desc(row);
+        let mut order = argsort_desc(row);
+        if fault::active("moe-tie-order") {
+            reverse_ties(row, &mut order);
+        }
         for j in 0..k {
             let e = order[j];
             id[j] = e as f32;
             w[j] = row[e as usize];
         }
+    }
+}
+
+/// Fault `moe-tie-order`: each run of equal values in `order` (indices
+/// into `row`, sorted by falling value) reversed, so that ties come out
+/// the other way round.
+fn reverse_ties(row: &[f32], order: &mut [u32]) {
+    let mut start = 0;
+    while start < order.len() {
+        let v = row[order[start] as usize];
+        let len = order[start..]
+            .iter()
+            .take_while(|&&i| row[i as usize] == v)
+            .count()
+            .max(1);
+        order[start..start + len].reverse();
+        start += len;
     }
 }
 
@@ -220,6 +241,15 @@ mod tests {
         normalize_rows(&mut x, 3);
         assert_eq!(&x[..2], &[0.0, 0.0]);
         assert!(x[2].is_nan());
+    }
+
+    #[test]
+    fn reversed_ties_flip_only_equal_runs() {
+        let row = [0.25, 0.5, 0.25, 0.1, 0.5, 0.25];
+        let mut order = argsort_desc(&row);
+        assert_eq!(order, [1, 4, 0, 2, 5, 3]);
+        reverse_ties(&row, &mut order);
+        assert_eq!(order, [4, 1, 5, 2, 0, 3]);
     }
 
     #[test]

@@ -163,6 +163,10 @@ pub struct Config {
     /// scores are (with random heads, large scores make near-ties that
     /// noise decides).
     pub tie_qk: bool,
+    /// Qwen3-MoE: the last `router_twins` experts route exactly as the
+    /// first `router_twins` do (their `ffn_gate_inp` rows are copies, see
+    /// [`Init::TwinRows`]); at most half the experts. 0: none.
+    pub router_twins: u32,
 }
 
 impl Config {
@@ -193,6 +197,12 @@ pub enum Init {
     /// top-1/top-2 margins of 0.000-0.03 at a logit s.d. of 32, against
     /// 1.2-2.0 at s.d. 45 with this tail, with ~30 distinct top tokens).
     HeavyRows { std: f32 },
+    /// `normal * std` as [`Init::Normal`] draws it, then the last `twins`
+    /// rows overwritten with copies of the first `twins` (row `n - twins +
+    /// i` = row `i`; rows are `dims[0]` long). A router drawn so gives each
+    /// such pair of experts the same logit, bit for bit, whatever the
+    /// input: their probabilities tie exactly.
+    TwinRows { std: f32, twins: u32 },
 }
 
 /// One tensor of a synthetic model, before it is drawn.
@@ -329,6 +339,18 @@ pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
         Init::Normal { std } => (0..n).map(|_| r.normal() * std).collect(),
         Init::Norm { noise, gain: 1.0 } => (0..n).map(|_| 1.0 + noise * r.normal()).collect(),
         Init::Norm { noise, gain } => (0..n).map(|_| gain * (1.0 + noise * r.normal())).collect(),
+        Init::TwinRows { std, twins } => {
+            let mut out: Vec<f32> = (0..n).map(|_| r.normal() * std).collect();
+            let (row, twins) = (spec.dims[0] as usize, twins as usize);
+            let rows = out.len() / row;
+            assert!(
+                2 * twins <= rows,
+                "{}: {twins} twins of {rows} rows",
+                spec.name
+            );
+            out.copy_within(..twins * row, (rows - twins) * row);
+            out
+        }
         Init::HeavyRows { std } => {
             let row_len = spec.dims[0];
             let mut out = Vec::with_capacity(n as usize);
@@ -345,6 +367,12 @@ pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
 /// Builds the model `cfg` describes, with the tokenizer of `tokenizer`.
 /// Runs on the current rayon pool; the bytes do not depend on it.
 pub fn synthesize(cfg: &Config, tokenizer: &GgufFile) -> Result<GgufWriter<'static>, SynthError> {
+    if 2 * cfg.router_twins > cfg.n_expert {
+        return Err(SynthError::Config(format!(
+            "{} router twins of {} experts (at most half)",
+            cfg.router_twins, cfg.n_expert
+        )));
+    }
     let (tok_kvs, n_vocab) = tokenizer_metadata(tokenizer)?;
     let specs = tensor_specs(cfg, n_vocab);
 
@@ -401,7 +429,10 @@ fn general_metadata(cfg: &Config) -> Vec<(String, Value)> {
         ("general.type".into(), Value::String("model".into())),
         (
             "general.name".into(),
-            Value::String(format!("synthetic {} seed {}", cfg.arch, cfg.seed)),
+            Value::String(match cfg.router_twins {
+                0 => format!("synthetic {} seed {}", cfg.arch, cfg.seed),
+                t => format!("synthetic {} seed {} router twins {t}", cfg.arch, cfg.seed),
+            }),
         ),
     ]
 }
@@ -553,6 +584,17 @@ mod tests {
                 .unwrap(),
         );
         assert_ne!(&q[..d], &k[..d]);
+    }
+
+    #[test]
+    fn twin_rows_copy_the_first_rows_over_the_last() {
+        let plain = TensorSpec::new("r", &[4, 6], Init::Normal { std: 1.0 });
+        let twins = TensorSpec::new("r", &[4, 6], Init::TwinRows { std: 1.0, twins: 2 });
+        let (a, b) = (draw(5, &plain), draw(5, &twins));
+        // Rows 0..4 as drawn, rows 4 and 5 copies of rows 0 and 1.
+        assert_eq!(a[..16], b[..16]);
+        assert_eq!(b[16..24], b[..8]);
+        assert_ne!(a[16..24], b[16..24]);
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub fn config(seed: u64) -> Config {
         scales: Scales::default(),
         ftype: FileType::Q4_K_M,
         tie_qk: false,
+        router_twins: 0,
     }
 }
 
