@@ -80,7 +80,9 @@ fn run() -> Result<(), String> {
         }
     }
 
-    let mut variants = variants::listed();
+    // Cargo sets this for the build script of a build with the feature.
+    let faults = env::var_os("CARGO_FEATURE_FAULT_INJECTION").is_some();
+    let mut variants = variants::listed(faults);
     for v in &variants {
         if !comp_files.contains(&v.source) {
             return Err(format!(

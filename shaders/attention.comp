@@ -94,7 +94,7 @@ void main() {
     }
     barrier();
 
-    float m = NEG_INF; // running max
+    float m = MAX_START; // running max
     float l = 0.0;        // running sum of exp(s - m)
     float acc[ACC];
     for (uint a = 0u; a < ACC; a++) {
@@ -110,7 +110,7 @@ void main() {
         if (tid < n) {
             s = p.scale * dot_k(j * p.k_width + kbase);
             if (p.softcap > 0.0) {
-                s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+                s = p.softcap * tanh_accurate(s / p.softcap);
             }
         }
         // Tile max.
@@ -122,9 +122,11 @@ void main() {
             }
             barrier();
         }
-        float m_new = max(m, red[0]);
+        float m_new = RUNNING_MAX(max(m, red[0]));
         float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
-        float e = tid < n ? exp(s - m_new) : 0.0;
+        // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
+        // every score so far is -inf).
+        float e = tid < n && s != NEG_INF ? exp(s - m_new) : 0.0;
         sp[tid] = e;
         barrier();
         // Tile sum.

@@ -73,7 +73,9 @@ layout(push_constant) uniform Push { AttnPush p; };
 #define DOT1(i, l) if ((i) * SG + (l) < nk) { s += dot(qv[(i) * SG + (l)], subgroupShuffle(kl[i], base + (l))); }
 #define DOT8(i) DOT1(i, 0u) DOT1(i, 1u) DOT1(i, 2u) DOT1(i, 3u) DOT1(i, 4u) DOT1(i, 5u) DOT1(i, 6u) DOT1(i, 7u)
 // acc = acc * alpha + e * v over vec4s 8i .. 8i + 8.
-#define ACC1(i, l) if ((i) * SG + (l) < nv) { uint c_ = (i) * SG + (l); acc[c_] = acc[c_] * alpha + e * subgroupShuffle(vl[i], base + (l)); }
+// Keys this row does not see leave acc alone: 0 * v would be NaN for a
+// masked V row holding NaN or inf. (The shuffle runs in every lane.)
+#define ACC1(i, l) if ((i) * SG + (l) < nv) { uint c_ = (i) * SG + (l); vec4 v_ = subgroupShuffle(vl[i], base + (l)); acc[c_] = visible ? acc[c_] * alpha + e * v_ : acc[c_]; }
 #define ACC8(i) ACC1(i, 0u) ACC1(i, 1u) ACC1(i, 2u) ACC1(i, 3u) ACC1(i, 4u) ACC1(i, 5u) ACC1(i, 6u) ACC1(i, 7u)
 
 void main() {
@@ -100,7 +102,7 @@ void main() {
     for (uint c = 0u; c < nv; c++) {
         acc[c] = vec4(0.0);
     }
-    float m = NEG_INF; // running max
+    float m = MAX_START; // running max
     float l = 0.0;     // running sum of exp(s - m)
 
     uint j0 = subgroupMin(first);
@@ -116,12 +118,14 @@ void main() {
         DOT8(0u) DOT8(1u) DOT8(2u) DOT8(3u) DOT8(4u) DOT8(5u) DOT8(6u) DOT8(7u)
         s *= p.scale;
         if (p.softcap > 0.0) {
-            s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+            s = p.softcap * tanh_accurate(s / p.softcap);
         }
         bool visible = j >= first && j <= pos;
-        float m_new = visible ? max(m, s) : m;
+        float m_new = RUNNING_MAX(visible ? max(m, s) : m);
         float alpha = m_new == NEG_INF ? 1.0 : exp(m - m_new);
-        float e = visible ? exp(s - m_new) : 0.0;
+        // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
+        // every score so far is -inf).
+        float e = visible && s != NEG_INF ? exp(s - m_new) : 0.0;
         l = l * alpha + e;
         m = m_new;
         vec4 vl[PER];

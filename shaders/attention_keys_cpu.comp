@@ -87,7 +87,7 @@ void main() {
     for (uint c = 0u; c < nv; c++) {
         acc[c] = vec4(0.0);
     }
-    float m = NEG_INF; // this lane's running max
+    float m = MAX_START; // this lane's running max
     float l = 0.0;     // this lane's running sum of exp(s - m)
 
     uint kbase = g * p.head_dim_k;
@@ -98,11 +98,13 @@ void main() {
         DOT8(0u) DOT8(1u) DOT8(2u) DOT8(3u) DOT8(4u) DOT8(5u) DOT8(6u) DOT8(7u)
         s *= p.scale;
         if (p.softcap > 0.0) {
-            s = p.softcap * tanh(clamp(s / p.softcap, -10.0, 10.0));
+            s = p.softcap * tanh_accurate(s / p.softcap);
         }
-        float m_new = max(m, s);
+        float m_new = RUNNING_MAX(max(m, s));
         float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
-        float e = exp(s - m_new);
+        // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
+        // every score so far is -inf).
+        float e = s == NEG_INF ? 0.0 : exp(s - m_new);
         l = l * alpha + e;
         m = m_new;
         uint vrow = j * p.v_width + vbase;

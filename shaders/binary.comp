@@ -7,11 +7,11 @@
 // BINARY_ADD:    a + b (the residual add of the forward pass)
 // BINARY_MUL:    a * b
 // BINARY_SWIGLU: silu(a) * b, silu(g) = g / (1 + exp(-g))
-// BINARY_GEGLU:  gelu_tanh(a) * b, gelu_tanh as ggml's CPU computes it: 0 for
-//                g <= -10, g for g >= 10, otherwise g rounded to f16,
-//                gelu_tanh in f32 (with the FMA of
-//                engine/src/cpu/elementwise.rs), the result rounded to f16
-//                (ggml's table of f16 values, without the table).
+// BINARY_GEGLU:  gelu_tanh(a) * b as ggml's CPU computes it: 0 for a <= -10
+//                (0 itself, whatever b is: not 0 * b), a * b for a >= 10,
+//                otherwise a rounded to f16, gelu_tanh in f32 (with the FMA
+//                of engine/src/cpu/elementwise.rs), the result rounded to
+//                f16 (ggml's table of f16 values, without the table), times b.
 // Bindings: 0 = a (read), 1 = b (read), 2 = out (written). Push: BinaryPush.
 
 #include "push.glsl"
@@ -36,13 +36,8 @@ float silu(float g) {
     return y;
 }
 
+// gelu_tanh(g) for -10 < g < 10 (main handles the two clamps).
 float gelu_tanh_f16(float g) {
-    if (g <= -10.0) {
-        return 0.0;
-    }
-    if (g >= 10.0) {
-        return g;
-    }
     const float SQRT_2_OVER_PI = 0.7978845608028654;
     const float GELU_COEF_A = 0.044715;
     float h = round_f16(g);
@@ -66,7 +61,7 @@ void main() {
         precise float r = silu(x) * y;
         o[p.out_offset + i] = r;
     } else if (p.op == BINARY_GEGLU) {
-        precise float r = gelu_tanh_f16(x) * y;
+        precise float r = x <= -10.0 ? 0.0 : (x >= 10.0 ? x : gelu_tanh_f16(x)) * y;
         o[p.out_offset + i] = r;
     }
 }

@@ -1,6 +1,6 @@
 #version 450
-// Each row divided by its sum, in place: x /= max(sum(x), 2^-14) (ggml
-// sum_rows, clamp, div), one workgroup per row. The CPU sums in f64 and
+// Each row divided by its sum, in place: x /= clamp(sum(x), 2^-14, inf)
+// (ggml sum_rows, clamp, div; a NaN sum clamps to inf), one workgroup per row. The CPU sums in f64 and
 // rounds to f32; here the sum is an f32 pair hi + lo (pairsum.glsl) rounded
 // once, which is almost always the same f32.
 // Binding: 0 = x (read and written). Push: RowsPush.
@@ -20,6 +20,7 @@ shared float red_lo[WG];
 
 // engine/src/cpu/moe.rs MIN_ROW_SUM: f16's smallest normal.
 #define MIN_ROW_SUM 6.103515625e-5
+#define INF uintBitsToFloat(0x7f800000u)
 
 void main() {
     uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -46,7 +47,13 @@ void main() {
         }
         barrier();
     }
-    float d = max(red_hi[0] + red_lo[0], MIN_ROW_SUM);
+    // An infinite or NaN hi makes lo NaN: the sum is hi. Then ggml's
+    // clamp(sum, 2^-14, inf), MAX(MIN(sum, inf), 2^-14) with C's ternary
+    // MIN/MAX: a NaN sum becomes inf (NaN < inf is false), so the row's
+    // finite values become 0 (engine/src/cpu/moe.rs does the same).
+    float sum = (isinf(red_hi[0]) || isnan(red_hi[0])) ? red_hi[0] : red_hi[0] + red_lo[0];
+    float d = sum < INF ? sum : INF;
+    d = d > MIN_ROW_SUM ? d : MIN_ROW_SUM;
     // Each invocation rewrites only the elements it read.
     for (uint c = tid; c < p.width; c += WG) {
         x[base + c] = x[base + c] / d;

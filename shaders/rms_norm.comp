@@ -4,8 +4,13 @@
 // engine/src/cpu/norm.rs computes it. The CPU sums squares in f64; here they
 // are summed in f32 pairs hi + lo (compensated strided per-invocation sums,
 // then a shared-memory tree of pairs, no float64) and divided by the group
-// size with one rounding: on lavapipe the result is the CPU's bit for bit. `out` may be `x` (in place): every invocation
-// writes only the elements it read itself, after the reduction's barriers.
+// size with one rounding: on lavapipe the result is the CPU's bit for bit.
+// The squares are f32 on both (x² of |x| > 1.8e19 is inf: the mean is inf,
+// scale 0). Where the squares are finite but their sum passes f32's range
+// (which f64 holds), a second pass sums them scaled by 2^-64 (exact for
+// every square that matters to such a sum). `out` may be `x` (in place):
+// every invocation writes only the elements it read itself, after the
+// reduction's barriers.
 // Variants (engine/build/variants.rs): HAS_WEIGHT multiplies by w (length group).
 // Bindings: 0 = x (read), 1 = out (written), 2 = w (read; HAS_WEIGHT only).
 // Push: RmsNormPush.
@@ -43,24 +48,16 @@ float two_prod_err(float a, float b, float p) {
     return e;
 }
 
-void main() {
-    // Workgroups may spill into y (groups_1d on the host); flat group index.
-    uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (g >= p.n_groups) {
-        return; // uniform over the workgroup: no barrier is skipped by part of it
-    }
-    uint tid = gl_LocalInvocationID.x;
-    uint xb = p.x_offset + g * p.group;
-    uint ob = p.out_offset + g * p.group;
-
-    // Sum of squares as an unevaluated pair hi + lo (2Sum keeps each
-    // addition's rounding error in lo), so that the f32 mean is almost
-    // always the CPU's (f64 sum, rounded once).
+// The group's sum of squares, each times `s` (1, or 2^-64: exact), as an
+// unevaluated pair (partial_hi[0], partial_lo[0]) (2Sum keeps each
+// addition's rounding error in lo), so that the f32 mean is almost always
+// the CPU's (f64 sum, rounded once). Leaves the workgroup after a barrier.
+void sum_squares(uint xb, uint tid, float s_mul) {
     precise float hi = 0.0;
     precise float lo = 0.0;
     for (uint c = tid; c < p.group; c += WG) {
         precise float v = x[xb + c];
-        precise float sq = v * v;
+        precise float sq = (v * v) * s_mul;
         precise float s = hi + sq;
         precise float bb = s - hi;
         lo += (hi - (s - bb)) + (sq - bb);
@@ -81,16 +78,58 @@ void main() {
         }
         barrier();
     }
-    // mean = (hi + lo) / group rounded once, as the CPU's f64 division is
-    // (a driver may divide as a * (1 / b), two roundings): q = hi / group,
-    // then the remainder hi + lo - q * group, with q * group exact (Dekker's
-    // product; no fma, which a driver may not fuse), corrects it.
+}
+
+// (hi + lo) / group rounded once, as the CPU's f64 division is (a driver
+// may divide as a * (1 / b), two roundings): q = hi / group, then the
+// remainder hi + lo - q * group, with q * group exact (Dekker's product; no
+// fma, which a driver may not fuse), corrects it. An infinite or NaN hi
+// (lo is then NaN) is the mean itself.
+float mean_of(float hi, float lo) {
     float n = float(p.group);
-    precise float q = partial_hi[0] / n;
+    precise float q = hi / n;
+    if (isinf(q) || isnan(q)) {
+        return q;
+    }
+    if (q > 1e30) {
+        // Veltkamp's split (4097 q) would overflow: the same at 2^-64.
+        precise float hs = hi * 5.421010862427522e-20;
+        precise float ls = lo * 5.421010862427522e-20;
+        q = hs / n;
+        precise float qn = q * n;
+        precise float qn_err = two_prod_err(q, n, qn);
+        precise float r = ((hs - qn) - qn_err) + ls;
+        precise float mean = q + r / n;
+        return mean * 18446744073709551616.0;
+    }
     precise float qn = q * n;
     precise float qn_err = two_prod_err(q, n, qn);
-    precise float r = ((partial_hi[0] - qn) - qn_err) + partial_lo[0];
+    precise float r = ((hi - qn) - qn_err) + lo;
     precise float mean = q + r / n;
+    return mean;
+}
+
+void main() {
+    // Workgroups may spill into y (groups_1d on the host); flat group index.
+    uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (g >= p.n_groups) {
+        return; // uniform over the workgroup: no barrier is skipped by part of it
+    }
+    uint tid = gl_LocalInvocationID.x;
+    uint xb = p.x_offset + g * p.group;
+    uint ob = p.out_offset + g * p.group;
+
+    sum_squares(xb, tid, 1.0);
+    precise float mean = mean_of(partial_hi[0], partial_lo[0]);
+    if (isinf(partial_hi[0])) {
+        // Past f32's range: again at 2^-64 (uniform: every invocation read
+        // the same partial_hi[0] before the barrier below). An infinite
+        // square keeps the sum infinite, as on the CPU.
+        barrier();
+        sum_squares(xb, tid, 5.421010862427522e-20);
+        precise float m = mean_of(partial_hi[0], partial_lo[0]);
+        mean = m * 18446744073709551616.0;
+    }
     precise float scale = 1.0 / sqrt(mean + p.eps);
     for (uint c = tid; c < p.group; c += WG) {
         precise float y = x[xb + c] * scale;

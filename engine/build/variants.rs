@@ -41,6 +41,43 @@ pub const ONCE: &[Once] = &[
     ),
 ];
 
+/// Shaders of the `fault-injection` feature (engine/src/fault.rs), compiled
+/// only with it: normal builds carry none of them. `gpu-softmax-unshifted`:
+/// the attention kernels with the running max of their online softmax
+/// held at 0 (exp(s) unshifted).
+pub const FAULT: &[Once] = &[
+    (
+        "attention_f32_unshifted",
+        "attention.comp",
+        &[("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_f16_unshifted",
+        "attention.comp",
+        &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_cpu_f32_unshifted",
+        "attention_cpu.comp",
+        &[("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_cpu_f16_unshifted",
+        "attention_cpu.comp",
+        &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_keys_cpu_f32_unshifted",
+        "attention_keys_cpu.comp",
+        &[("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_keys_cpu_f16_unshifted",
+        "attention_keys_cpu.comp",
+        &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+];
+
 /// An op compiled once per weight type: variant `{name}_{type}` of `source`
 /// with `WEIGHT_{TYPE}` defined, then the defines `extra` gives for the type.
 pub struct PerType {
@@ -133,16 +170,18 @@ pub fn type_suffix(ty: GgmlType) -> String {
 }
 
 /// Every listed variant: [`ONCE`], then each [`PER_TYPE`] op for every
-/// weight type.
-pub fn listed() -> Vec<Variant> {
+/// weight type, then (with `faults`) [`FAULT`].
+pub fn listed(faults: bool) -> Vec<Variant> {
     let owned = |defines: &[(&str, &str)]| -> Vec<(String, String)> {
         defines
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
+    let fault: &[Once] = if faults { FAULT } else { &[] };
     let mut out: Vec<Variant> = ONCE
         .iter()
+        .chain(fault)
         .map(|&(name, source, defines)| Variant {
             name: name.to_string(),
             source: source.to_string(),

@@ -32,12 +32,20 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan recorder: no barrier between a residual add and the norm that reads it",
     ),
     (
+        "gpu-softmax-unshifted",
+        "vulkan op_attention: the attention kernels' online softmax does not subtract the running max (exp(s) itself)",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),
     (
         "hybrid-handoff",
         "placement: the hidden state handed across devices is the previous token's",
+    ),
+    (
+        "handoff-stale",
+        "placement: the hand-off's copy into the destination skipped (it keeps what it held)",
     ),
     (
         "stop-token",
@@ -50,6 +58,10 @@ pub const FAULTS: &[(&str, &str)] = &[
     (
         "moe-renorm",
         "model/moe: the chosen experts' weights not renormalised to sum 1",
+    ),
+    (
+        "moe-tie-order",
+        "cpu/moe top_k: experts of exactly equal probability taken in the reverse of llama.cpp's order",
     ),
     (
         "expert-cache-stale",

@@ -11,6 +11,7 @@ pub mod model;
 pub mod ops;
 pub mod perplexity;
 pub mod placement;
+pub mod poison;
 pub mod quant;
 pub mod quantize;
 pub mod sampler;

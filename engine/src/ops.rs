@@ -25,6 +25,16 @@
 //!   device, out of memory at submission) surface at the next host transfer
 //!   ([`Ops::read`] / [`Ops::write`]) as a [`BackendError`]. Shape mismatches
 //!   are bugs in the caller and panic with a message naming the op.
+//!
+//! # Extreme values
+//! Every backend gives each output element the IEEE class the CPU backend
+//! gives it (which is ggml's CPU backend's, except where an op says
+//! otherwise): NaN where it has NaN, an infinity of the same sign, a finite
+//! value where it has one, over the whole f32 range and for NaN and ±inf
+//! inputs; each op states its rules below. `engine/tests/vulkan_extreme_*.rs`
+//! check the Vulkan backend against the CPU element by element on inputs
+//! from 1e-38 to 3e38, planted NaN and ±inf, RoPE positions up to 2^24 and
+//! attention scores up to ~1e9.
 
 use std::fmt;
 use std::ops::Range;
@@ -351,13 +361,17 @@ pub struct RopeParams {
 /// Gated activation of the feed-forward network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GluKind {
-    /// `silu(g) * u`, `silu(g) = g / (1 + exp(-g))` (ggml `swiglu`).
+    /// `silu(g) * u`, `silu(g) = g / (1 + exp(-g))` (ggml `swiglu`),
+    /// in f32: `g` for large `g`, -0 once `exp(-g)` overflows (g below
+    /// about -88.7), NaN for `g = -inf` (-inf / inf).
     SwiGlu,
     /// `gelu_tanh(g) * u`, `gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) g
     /// (1 + 0.044715 g²)))` (ggml `geglu`). ggml's CPU backend looks
-    /// `gelu_tanh` up in a table of f16 values (0 for `g <= -10`, `g` for
-    /// `g >= 10`); the CPU backend here does the same
-    /// (`cpu::elementwise`), other backends may compute it in f32.
+    /// `gelu_tanh` up in a table of f16 values, and for `g <= -10` writes
+    /// 0 itself (not `0 · u`: NaN or ±inf in `u` do not reach it), for
+    /// `g >= 10` `g · u`; the CPU backend here does the same
+    /// (`cpu::elementwise`), other backends may compute the table's
+    /// entries in f32 but keep the two clamps exactly.
     GeGluTanh,
 }
 
@@ -369,7 +383,8 @@ pub enum UnaryOp {
     Scale(f32),
     /// `x = cap · tanh(x / cap)` (final-logit soft-capping), computed as
     /// ggml's scale, tanh, scale: `tanh(x · (1 / cap)) · cap`, with `1 /
-    /// cap` rounded to f32.
+    /// cap` rounded to f32. ±cap for ±inf (and wherever tanh rounds to
+    /// ±1), NaN for NaN.
     Softcap(f32),
 }
 
@@ -422,7 +437,8 @@ pub struct AttnParams {
     /// `p - j < window` (llama.cpp's `LLAMA_SWA_TYPE_STANDARD`). `None`:
     /// every earlier position.
     pub window: Option<usize>,
-    /// Logit soft-capping after scaling: `s = cap * tanh(s / cap)`.
+    /// Logit soft-capping after scaling: `s = cap * tanh(s / cap)` (±cap
+    /// for infinite scores, NaN for a NaN one).
     pub softcap: Option<f32>,
 }
 
@@ -538,11 +554,40 @@ pub trait Ops: Send {
     /// `y = x * (1 / sqrt(mean(x²) + eps)) * w`, the mean accumulated in
     /// f64 and the rest in f32 as ggml does; `w` (length `group`) is
     /// optional. `out` may be `x` itself (in place).
+    ///
+    /// Range, as ggml's CPU: each square `x²` is an f32 product, so a group
+    /// with an element past ~1.8e19 (`x² = inf`) has `mean = inf`, `scale =
+    /// 0` and comes out ±0 (NaN where `x` is ±inf); squares that are all
+    /// finite never overflow the f64 sum (a group of 1e19s normalises), and
+    /// the mean overflows only when it passes f32's range. A NaN makes the
+    /// group NaN. Tiny groups (1e-30) give `x / sqrt(eps)`.
     fn rms_norm(&mut self, x: Act, w: Option<Weight>, eps: f32, group: usize, out: Act);
 
     /// `out[t, r] = Σ_c W[r, c] · x[t, c]` for a weight `[n_in, n_out]`, `x`
     /// `[rows, n_in]`, `out` `[rows, n_out]`. Quantized weights are the
     /// backend's business (the CPU may quantize `x` as ggml does).
+    ///
+    /// Range: the CPU rounds `x` to the weight type's dot format as ggml's
+    /// x86 CPU backend does (f16 for F16 weights; Q8_0 with an f16 scale
+    /// `amax / 127` for Q4_0, Q5_0, Q8_0; Q8_1, whose f16 block sum `d · Σq`
+    /// is at most `32 · amax`, for Q4_1, Q5_1; Q8_K with an f32 scale for
+    /// the K-quants; F32 and BF16 weights keep f32's range), so past those
+    /// ranges (|x| > 65504, 127 · 65504, 2047 per block) its outputs
+    /// overflow to ±inf or NaN as llama.cpp's do; a backend that multiplies
+    /// in f32 (Vulkan) stays finite there. Within them the backends agree
+    /// to their tested limits.
+    ///
+    /// NaN and ±inf in `x`: for F32, F16 and BF16 weights every backend
+    /// gives the IEEE result (an output that meets a NaN, or `inf · 0`, or
+    /// infinities of both signs, is NaN; one that meets one infinity is
+    /// that infinity times the weight's sign). For quantized weights an
+    /// output that reads a non-finite `x` is non-finite (NaN or ±inf: which
+    /// one is not specified: a kernel may factor a block's scale out of its
+    /// sum) on the GPU; the CPU, as ggml's x86 quantizer, turns NaN into
+    /// the quant -128 of a finite block (a finite, meaningless output) and
+    /// ±inf into a block scale of inf. Weights whose f16 scales overflowed
+    /// to inf give what their dequantized values give (±inf, NaN), and
+    /// subnormal scales count at their value on every backend.
     fn matmul(&mut self, w: Weight, x: Act, out: Act);
 
     /// Rotates the first `n_rot` elements of every head of `x` in place.
@@ -551,6 +596,12 @@ pub trait Ops: Send {
     /// ggml does (`theta_{i+1} = theta_i · base^(-2/n_rot)`, starting from
     /// `p`), and the pair `(a, b)` (see [`RopeStyle`]) becomes
     /// `(a cos − b sin, a sin + b cos)`.
+    ///
+    /// `cos` and `sin` are those of the f32 angle to about 2 ulps at any
+    /// position (the CPU's libm; the GPU reduces angles past 8192 exactly,
+    /// by Payne-Hanek, rather than by a three-part `pi/4`); NaN and ±inf
+    /// in `x` give what the two products give (an infinity, or NaN for
+    /// `inf - inf`).
     fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize);
 
     /// Causal self-attention of a batch, through the KV cache.
@@ -564,6 +615,17 @@ pub trait Ops: Send {
     /// (soft-capped if asked), `a = softmax(s)` computed stably (max
     /// subtracted, sum in f64), `out_h = Σ_j a_j v_{j,g}`, accumulated in
     /// f32. `pos0 + T` must not exceed the cache's `n_ctx`.
+    ///
+    /// Extreme scores, as ggml's CPU `soft_max` (the reference captures run
+    /// without flash attention): any finite scores, however large (exp of
+    /// them would overflow; the max is subtracted first); a score of -inf
+    /// weighs 0 when the row has another score, and a row whose scores are
+    /// all -inf is NaN (`exp(-inf - -inf)`); a +inf or NaN score makes its
+    /// row NaN. NaN or ±inf in a visible V row reaches the output elements
+    /// it multiplies even at weight 0 (`0 · NaN`). Positions the causal
+    /// mask or the window hides are not read: whatever they hold (stale
+    /// NaN or inf) never reaches the output. An f16 cache keeps subnormal
+    /// halves at their value.
     #[allow(clippy::too_many_arguments)]
     fn attention(&mut self, kv: Kv, q: Act, k: Act, v: Act, out: Act, pos0: usize, p: &AttnParams);
 
@@ -608,19 +670,27 @@ pub trait Ops: Send {
 
     /// Softmax of each row in place (ggml `soft_max` without mask or
     /// scale): `e = exp(x - max(x))`, `x = e * (1 / Σ e)`, the sum
-    /// accumulated in f64 and its reciprocal rounded to f32.
+    /// accumulated in f64 and its reciprocal rounded to f32. Logits of any
+    /// finite size (a row of 1e30s is one-hot); -inf gives 0; a row with
+    /// +inf or NaN, or all -inf, is all NaN.
     fn softmax(&mut self, x: Act);
 
     /// The `k` largest values of each row of `probs` `[rows, n]`, largest
     /// first: `ids` `[rows, k]` receives their indices (as f32, exact: `n
     /// <= 2^24`), `weights` `[rows, k]` the values. Equal values come in
     /// the order llama.cpp's CPU `argsort` leaves them (libstdc++
-    /// `std::sort`, descending: [`crate::cpu::argsort_desc`]).
+    /// `std::sort`, descending: [`crate::cpu::argsort_desc`]). ±inf order
+    /// as numbers, zeros and subnormals by value; NaN compares false both
+    /// ways, so an all-NaN row (a softmax row is all NaN or free of NaN)
+    /// orders as a row of ties.
     fn top_k(&mut self, probs: Act, ids: Act, weights: Act);
 
-    /// Each row divided by its sum, in place: `x /= max(Σ x, 2^-14)`, the
-    /// sum accumulated in f64 and rounded to f32 (ggml `sum_rows`, `clamp`
-    /// to 6.103515625e-5, `div`).
+    /// Each row divided by its sum, in place: `x /= clamp(Σ x, 2^-14,
+    /// inf)`, the sum accumulated in f64 and rounded to f32 (ggml
+    /// `sum_rows`, `clamp` to [6.103515625e-5, inf], `div`). ggml's clamp is
+    /// `MAX(MIN(s, inf), 2^-14)` with C's ternary `MIN`/`MAX`, so a NaN sum
+    /// clamps to inf: the row's finite values become 0 and a NaN stays
+    /// NaN; a sum past f32's range (or with +inf) is inf, the same.
     fn normalize_rows(&mut self, x: Act);
 
     /// Expert products (ggml `mul_mat_id`). `w` is `n_expert` matrices

@@ -343,6 +343,28 @@ fn synth_llama_moe_makes_experts_of_a_dense_llama() {
         "q8_0",
     ]);
     assert_one_line_error(&o, 1, "--type does not apply to --arch llama-moe");
+    for flag in [&["--tie-qk"][..], &["--qk-norm-scale", "4"]] {
+        let mut args = vec!["synth", "--arch", "llama-moe", "--seed", "1", "--from"];
+        let (src_s, out_s) = (s(&src), s(&out));
+        args.extend([src_s.as_str(), out_s.as_str()]);
+        args.extend(flag);
+        let o = sharpi(&args);
+        let msg = format!("{} does not apply to --arch llama-moe", flag[0]);
+        assert_one_line_error(&o, 1, &msg);
+    }
+    let o = sharpi(&[
+        "synth",
+        "--arch",
+        "qwen3",
+        "--seed",
+        "1",
+        "--tokenizer-from",
+        &s(&src),
+        &s(&out),
+        "--qk-norm-scale",
+        "0",
+    ]);
+    assert_one_line_error(&o, 1, "--qk-norm-scale 0: a positive number");
     let o = sharpi(&[
         "synth",
         "--arch",
@@ -391,6 +413,41 @@ fn synth_llama_moe_makes_experts_of_a_dense_llama() {
         &s(&out),
     ]);
     assert_one_line_error(&o, 1, "source model: it already has 4 experts");
+    // --router-twins: qwen3moe only, at most half the experts.
+    for (arch, from, twins, error) in [
+        (
+            "llama-moe",
+            "--from",
+            "2",
+            "--router-twins does not apply to --arch llama-moe",
+        ),
+        (
+            "qwen3",
+            "--tokenizer-from",
+            "2",
+            "--router-twins does not apply to --arch qwen3",
+        ),
+        (
+            "qwen3moe",
+            "--tokenizer-from",
+            "17",
+            "synth settings: 17 router twins of 32 experts (at most half)",
+        ),
+    ] {
+        let o = sharpi(&[
+            "synth",
+            "--arch",
+            arch,
+            "--seed",
+            "1",
+            from,
+            &s(&src),
+            &s(&out),
+            "--router-twins",
+            twins,
+        ]);
+        assert_one_line_error(&o, 1, error);
+    }
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

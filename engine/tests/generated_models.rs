@@ -101,6 +101,11 @@ fn synth_qwen3moe_is_reproducible_and_pinned() {
 }
 
 #[test]
+fn synth_qwen3moe_ties_is_reproducible_and_pinned() {
+    check("synth-qwen3moe-ties");
+}
+
+#[test]
 fn smollm2_q4_k_m_is_reproducible_and_pinned() {
     check("smollm2-135m-instruct-q4_k_m");
 }
@@ -111,7 +116,12 @@ fn smollm2_moe_is_reproducible_and_pinned() {
 }
 
 #[test]
-fn manifest_lists_the_four_models_with_sha256s() {
+fn synth_qwen3_bigscores_is_reproducible_and_pinned() {
+    check("synth-qwen3-bigscores");
+}
+
+#[test]
+fn manifest_lists_the_six_models_with_sha256s() {
     let ids: Vec<String> = manifest().into_iter().map(|m| m.id).collect();
     assert_eq!(
         ids,
@@ -119,7 +129,9 @@ fn manifest_lists_the_four_models_with_sha256s() {
             "smollm2-135m-instruct-q4_k_m",
             "synth-qwen3",
             "synth-qwen3moe",
-            "smollm2-moe"
+            "smollm2-moe",
+            "synth-qwen3-bigscores",
+            "synth-qwen3moe-ties"
         ]
     );
     for m in manifest() {

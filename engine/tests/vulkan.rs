@@ -17,6 +17,14 @@ mod vulkan_backend;
 mod vulkan_dispatch;
 #[path = "vulkan_elementwise.rs"]
 mod vulkan_elementwise;
+#[path = "vulkan_extreme_attention.rs"]
+mod vulkan_extreme_attention;
+#[path = "vulkan_extreme_elementwise.rs"]
+mod vulkan_extreme_elementwise;
+#[path = "vulkan_extreme_matmul.rs"]
+mod vulkan_extreme_matmul;
+#[path = "vulkan_extreme_moe.rs"]
+mod vulkan_extreme_moe;
 #[path = "vulkan_hybrid.rs"]
 mod vulkan_hybrid;
 #[path = "vulkan_matmul.rs"]

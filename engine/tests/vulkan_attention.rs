@@ -22,6 +22,14 @@ use vulkan_support::{bits, nmse, values, Both, Pair};
 /// missed row or a wrong head fails.
 const NMSE_LIMIT: f64 = 6.5e-12;
 
+/// The same with an f16 cache. Both round the query to f16 (llama.cpp's
+/// CPU semantics), but the CPU also rounds each normalised probability
+/// before V·p, which the GPU's online softmax cannot (it weighs V before
+/// the row's sum is known): relative 2^-12 per weight. Measured on lavapipe:
+/// 3.3e-8..3.9e-8 on the drawn and model-shaped cases (1.5e-13 before the
+/// CPU rounded the probabilities); the limit is ~4x.
+const NMSE_LIMIT_F16: f64 = 1.5e-7;
+
 #[derive(Clone, Debug)]
 struct Case {
     n_head: usize,
@@ -127,9 +135,13 @@ fn run_case_on(c: &Case, seed: u64, which: usize) -> Option<f64> {
             .attention(kv_gpu, q.gpu, k.gpu, v.gpu, out.gpu, pos0, &ap);
         let (want, got) = p.read(out);
         let e = nmse(&want, &got);
+        let limit = match c.ty {
+            KvType::F32 => NMSE_LIMIT,
+            KvType::F16 => NMSE_LIMIT_F16,
+        };
         assert!(
-            e <= NMSE_LIMIT,
-            "{c:?}: step {i} ({t} rows at {pos0}): NMSE {e:e} over {NMSE_LIMIT:e}"
+            e <= limit,
+            "{c:?}: step {i} ({t} rows at {pos0}): NMSE {e:e} over {limit:e}"
         );
         worst = worst.max(e);
         all_k.extend(kd);

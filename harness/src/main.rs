@@ -211,6 +211,11 @@ struct MutantsArgs {
     /// Write the outcomes as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Fresh activation buffers zeroed instead of poisoned with NaN (the
+    /// engine's `poison`, on in this build): shows which faults only the
+    /// poison catches (handoff-stale is then expected to go unseen).
+    #[arg(long)]
+    no_poison: bool,
 }
 
 fn main() -> ExitCode {
@@ -424,6 +429,7 @@ fn mutants(args: MutantsArgs) -> ExitCode {
     setup.only = args.faults;
     setup.greedy_steps = args.greedy_steps;
     setup.threads = args.threads;
+    setup.poison = !args.no_poison;
     setup.progress = true;
     if let Some(d) = &args.device {
         setup.device = d.parse().expect("infallible");

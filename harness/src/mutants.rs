@@ -11,13 +11,16 @@
 //! | descriptor-reuse | SmolLM2, gpu | validation (a bound set updated) or taps |
 //! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
 //! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
+//! | gpu-softmax-unshifted | synthetic Qwen3 with scores of ~181 (synth-qwen3-bigscores), gpu | taps, layer 0 kqv_out (NaN: exp(s) overflows) |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
+//! | handoff-stale | SmolLM2, gpu + hybrid:2 | split (hybrid:2 against gpu), layer 2 attn_norm: the poisoned destination |
 //! | stop-token | SmolLM2 | eog (our stop set against llama.cpp's) |
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
 //! | kv-f16-truncate | SmolLM2 with an F16 KV cache, cpu | taps, layer 0 kqv_out |
 //! | sampler-top-p | SmolLM2, text checks | sampling (the candidates top-p keeps against llama.cpp's chain) |
 //! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
+//! | moe-tie-order | synthetic Qwen3-MoE with tied routers, cpu | taps, layer 0 ffn_moe_topk |
 //! | expert-cache-stale | synthetic Qwen3-MoE, gpu+cache:16, one token a pass | taps, layer 0 ffn_moe_* |
 
 use std::path::Path as FsPath;
@@ -32,6 +35,14 @@ const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 const SMOLLM2_KV_F16: &str = "smollm2-135m-instruct-q4_1-kv-f16";
 /// The synthetic Qwen3-MoE: 32 experts, 8 used, weights renormalised.
 const QWEN3MOE: &str = "synth-qwen3moe";
+/// The same with 12 pairs of experts whose router rows are equal: exact
+/// ties in every routing decision.
+const QWEN3MOE_TIES: &str = "synth-qwen3moe-ties";
+/// The synthetic Qwen3 whose every query meets its own key with a score of
+/// ~181 (tied query/key heads, QK-norm weights x4): exp of it overflows
+/// f32 unless the softmax subtracts the row's max (SmolLM2's scores stay
+/// far below 88, so a GPU softmax without the shift passes its captures).
+const BIGSCORES: &str = "synth-qwen3-bigscores";
 /// A 5-token prompt: RoPE, attention scale and KV positions all matter.
 const SHORT: &str = "capital-france";
 /// A chat prompt (system + user), rendered with a generation prompt.
@@ -53,6 +64,10 @@ pub struct Expected {
     /// For tap faults: on each of these paths the first divergence must be
     /// at `layer`, at one of `taps` (our names).
     pub tap: Option<(usize, &'static [&'static str])>,
+    /// For hand-off faults: on each hybrid path the first divergence of its
+    /// state at the split against the gpu path's must be at `layer`, at
+    /// one of `taps`.
+    pub split: Option<(usize, &'static [&'static str])>,
 }
 
 /// One fault and the run that must catch it.
@@ -71,7 +86,7 @@ pub struct Mutant {
 
 impl Expected {
     fn describe(&self) -> String {
-        match self.tap {
+        match self.tap.or(self.split) {
             Some((layer, taps)) => {
                 format!("{} layer {layer} {}", self.checks.join("|"), taps.join("|"))
             }
@@ -90,7 +105,11 @@ pub fn table() -> Vec<Mutant> {
         paths: paths.to_vec(),
         corpus,
         chunk: None,
-        expected: Expected { checks, tap },
+        expected: Expected {
+            checks,
+            tap,
+            split: None,
+        },
     };
     let (cpu, gpu, hybrid) = (Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N));
     vec![
@@ -142,6 +161,19 @@ pub fn table() -> Vec<Mutant> {
             &["taps"],
             Some((0, &["attn_norm"][..])),
         ),
+        // Harmless while scores are small: only the model with large
+        // attention scores shows it (NaN from inf / inf).
+        Mutant {
+            models: &[BIGSCORES],
+            ..m(
+                "gpu-softmax-unshifted",
+                &[SHORT],
+                &[gpu],
+                false,
+                &["taps"],
+                Some((0, &["kqv_out"][..])),
+            )
+        },
         m(
             "hybrid-handoff",
             &[SHORT],
@@ -150,6 +182,24 @@ pub fn table() -> Vec<Mutant> {
             &["taps"],
             Some((HYBRID_N, &["attn_norm"][..])),
         ),
+        // The destination keeps what it held: in a fresh session the
+        // poison of test builds (engine::poison), which the state at the
+        // split shows against the gpu path's.
+        Mutant {
+            expected: Expected {
+                checks: &["split"],
+                tap: None,
+                split: Some((HYBRID_N, &["attn_norm"][..])),
+            },
+            ..m(
+                "handoff-stale",
+                &[SHORT],
+                &[cpu, gpu, hybrid],
+                false,
+                &[],
+                None,
+            )
+        },
         m("stop-token", &[SHORT], &[cpu], false, &["eog"], None),
         m(
             "pre-tokenizer",
@@ -189,6 +239,19 @@ pub fn table() -> Vec<Mutant> {
                 false,
                 &["taps"],
                 Some((0, &["ffn_moe_weights_norm"][..])),
+            )
+        },
+        // Exact ties broken the other way: llama.cpp's argsort of our own
+        // probabilities says otherwise, so it is no near-tie.
+        Mutant {
+            models: &[QWEN3MOE_TIES],
+            ..m(
+                "moe-tie-order",
+                &[SHORT],
+                &[cpu],
+                false,
+                &["taps"],
+                Some((0, &["ffn_moe_topk"][..])),
             )
         },
         // A slot refilled after a pass is read by the next: one token a pass.
@@ -296,6 +359,9 @@ pub struct Setup {
     pub validation: bool,
     /// Only these faults (empty: all).
     pub only: Vec<String>,
+    /// Fresh buffers poisoned with NaN ([`engine::poison`]); false:
+    /// zeroed, to show what the poison catches.
+    pub poison: bool,
     /// A line on stderr per run.
     pub progress: bool,
 }
@@ -310,6 +376,7 @@ impl Setup {
             device: engine::vulkan::DeviceSelector::Auto,
             validation: engine::vulkan::validation_layer_present(),
             only: Vec::new(),
+            poison: true,
             progress: false,
         }
     }
@@ -376,7 +443,7 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
     // The clean run: the union of the selections, no fault.
     let clean_mutant = Mutant {
         fault: "none",
-        models: &[SMOLLM2, QWEN3MOE],
+        models: &[SMOLLM2, SMOLLM2_KV_F16, QWEN3MOE, QWEN3MOE_TIES, BIGSCORES],
         prompts: &[SHORT, CHAT],
         paths: vec![Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N), CACHED],
         corpus: true,
@@ -384,6 +451,7 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
         expected: Expected {
             checks: &[],
             tap: None,
+            split: None,
         },
     };
     let clean = run_one(setup, &clean_mutant, None)?;
@@ -403,6 +471,7 @@ pub fn compare_with(opts: &Options, fault: Option<&str>) -> Result<Report, Strin
 
 fn run_one(setup: &Setup, m: &Mutant, fault: Option<&str>) -> Result<Outcome, String> {
     let start = Instant::now();
+    let _zeroed = (!setup.poison).then(engine::poison::Unpoisoned::new);
     let report = compare_with(&setup.options(m), fault)?;
     let o = judge(m, &report, start.elapsed().as_secs_f64());
     if setup.progress {
@@ -439,20 +508,30 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
     let prompts = report.models.iter().flat_map(|r| &r.prompts);
     for p in prompts {
         let first = p.taps.as_ref().and_then(|t| t.first_divergence.as_ref());
-        if let Some(d) = first {
-            taps.push(format!(
-                "{}/{}/{} layer {} {}",
-                short(&p.model),
-                p.prompt,
-                p.path,
-                d.layer.map_or("-".into(), |l| l.to_string()),
-                d.name
-            ));
+        let split = p
+            .split
+            .as_ref()
+            .and_then(|s| s.taps.first_divergence.as_ref());
+        for (d, what) in [(first, ""), (split, " split")] {
+            if let Some(d) = d {
+                taps.push(format!(
+                    "{}/{}/{}{what} layer {} {}",
+                    short(&p.model),
+                    p.prompt,
+                    p.path,
+                    d.layer.map_or("-".into(), |l| l.to_string()),
+                    d.name
+                ));
+            }
         }
-        if let Some((layer, names)) = m.expected.tap {
-            let at =
-                first.is_some_and(|d| d.layer == Some(layer) && names.contains(&d.name.as_str()));
-            localised &= at;
+        let at = |d: Option<&crate::compare::taps::TapRow>, (layer, names): (usize, &[&str])| {
+            d.is_some_and(|d| d.layer == Some(layer) && names.contains(&d.name.as_str()))
+        };
+        if let Some(want) = m.expected.tap {
+            localised &= at(first, want);
+        }
+        if let (Some(want), Some(_)) = (m.expected.split, &p.split) {
+            localised &= at(split, want);
         }
     }
     if taps.is_empty() {

@@ -16,9 +16,24 @@ const GEMMA: &str = "gemma-3-270m-q4_k_m";
 const QWEN3: &str = "synth-qwen3";
 const QWEN3MOE: &str = "synth-qwen3moe";
 const SMOLLM2_MOE: &str = "smollm2-moe";
-const ALL_MODELS: [&str; 6] = [SMOLLM2, GEMMA, SMOLLM2_Q4K, QWEN3, QWEN3MOE, SMOLLM2_MOE];
+const QWEN3_BIGSCORES: &str = "synth-qwen3-bigscores";
+const QWEN3MOE_TIES: &str = "synth-qwen3moe-ties";
+const SMOLLM2_KV_F16: &str = "smollm2-135m-instruct-q4_1-kv-f16";
+const GEMMA_KV_F16: &str = "gemma-3-270m-q4_k_m-kv-f16";
+const ALL_MODELS: [&str; 10] = [
+    SMOLLM2,
+    GEMMA,
+    SMOLLM2_Q4K,
+    QWEN3,
+    QWEN3MOE,
+    SMOLLM2_MOE,
+    QWEN3_BIGSCORES,
+    QWEN3MOE_TIES,
+    SMOLLM2_KV_F16,
+    GEMMA_KV_F16,
+];
 /// Budget of all of reference-data/ (MiB = 2^20 bytes).
-const BUDGET: u64 = 72 << 20;
+const BUDGET: u64 = 92 << 20;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reference-data")
@@ -83,8 +98,13 @@ fn manifest_lists_every_file_with_its_size_and_hash_and_stays_in_budget() {
 #[test]
 fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
     let data = data();
+    let entries = inputs::load_models_file(&root()).unwrap().models;
     for model in data.models() {
         let c = model.capture();
+        // The entry as models.json has it now (a capture keeps the entry it
+        // was made from, which may predate a `prompts` list naming what it
+        // already captured).
+        let entry = entries.iter().find(|e| e.id == model.id()).unwrap();
         let n_vocab = c.facts.n_vocab as usize;
         let k = c.settings.top_k;
         let eog = &c.vocab.eog_tokens;
@@ -93,12 +113,14 @@ fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
             "{}: EOS is not end-of-generation",
             model.id()
         );
+        // Every prompt that applies, or the ones its entry names.
         let applicable = inputs::list_prompts(&root())
             .unwrap()
             .iter()
             .filter(|p| p.kind == PromptKind::Text || c.model.has_chat_template)
+            .filter(|p| entry.prompts.as_ref().is_none_or(|ids| ids.contains(&p.id)))
             .count();
-        assert!(applicable >= 10);
+        assert!(applicable >= entry.prompts.as_ref().map_or(10, Vec::len));
         assert_eq!(model.prompts().count(), applicable, "{}", model.id());
         for info in model.prompts() {
             let what = format!("{}/{}", model.id(), info.id);
@@ -195,7 +217,7 @@ fn every_prompt_has_consistent_tokens_topk_logits_and_greedy_steps() {
 }
 
 /// The models whose FFNs are experts.
-const MOE_MODELS: [&str; 2] = [QWEN3MOE, SMOLLM2_MOE];
+const MOE_MODELS: [&str; 3] = [QWEN3MOE, SMOLLM2_MOE, QWEN3MOE_TIES];
 
 /// llama.cpp's MoE block (`build_moe_ffn`, softmax gating, weights
 /// renormalised), in graph order.
@@ -390,7 +412,19 @@ fn taps_cover_every_layer_and_have_the_catalog_shapes() {
                 "{what}"
             );
         }
-        assert_eq!(all_positions, 1, "{}: one all-positions prompt", model.id());
+        // One all-positions prompt, unless the entry's prompts leave it out.
+        let all_pos = &data.manifest().capture.all_positions_prompt;
+        let has_all = c
+            .model
+            .prompts
+            .as_ref()
+            .is_none_or(|ids| ids.contains(all_pos));
+        assert_eq!(
+            all_positions,
+            usize::from(has_all),
+            "{}: all-positions prompts",
+            model.id()
+        );
         match &c.model.tap_prompts {
             Some(ids) => assert_eq!(tapped, ids.len(), "{}", model.id()),
             None => assert_eq!(tapped, model.prompts().count(), "{}", model.id()),
@@ -401,7 +435,7 @@ fn taps_cover_every_layer_and_have_the_catalog_shapes() {
 #[test]
 fn moe_routing_taps_are_consistent() {
     let data = data();
-    for id in [QWEN3, QWEN3MOE] {
+    for id in [QWEN3, QWEN3MOE, QWEN3MOE_TIES] {
         let c = data.model(id).unwrap().capture();
         assert_eq!(c.model.min_first_token_margin, Some(0.5), "{id}");
     }
@@ -449,15 +483,70 @@ fn moe_routing_is_consistent(data: &ReferenceData, id: &str) {
     }
 }
 
+/// Every routing decision llama.cpp took on the captures: its `argsort`
+/// of its own probabilities (`ffn_moe_argsort`, all experts) is what
+/// `engine::cpu::argsort_desc` (and so sharpi's `top_k` on every backend)
+/// gives for the same values, exact ties included. Calls back with the
+/// probabilities, the order and the experts used of each (prompt, layer,
+/// position).
+fn each_routing(data: &ReferenceData, id: &str, mut f: impl FnMut(&[f32], &[f32], usize)) {
+    let moe = data.model(id).unwrap();
+    for info in moe.prompts().filter(|p| p.taps_recorded) {
+        let what = format!("{id}/{}", info.id);
+        let p = moe.load_prompt(&info.id).unwrap();
+        for l in 0..moe.capture().facts.n_layer {
+            let (_, probs) = p.tap("ffn_moe_probs", Some(l), TapSel::Last).unwrap();
+            let (_, argsort) = p.tap("ffn_moe_argsort", Some(l), TapSel::Last).unwrap();
+            let (_, topk) = p.tap("ffn_moe_topk", Some(l), TapSel::Last).unwrap();
+            let (n, k) = (probs.ne[0], topk.ne[0]);
+            for (row, order) in probs.data.chunks(n).zip(argsort.data.chunks(n)) {
+                let ours: Vec<f32> = engine::cpu::argsort_desc(row)
+                    .iter()
+                    .map(|&e| e as f32)
+                    .collect();
+                assert_eq!(ours, order, "{what} layer {l}: {row:?}");
+                f(row, order, k);
+            }
+        }
+    }
+}
+
+#[test]
+fn llama_cpp_orders_experts_as_argsort_desc_does_ties_included() {
+    let data = data();
+    for id in MOE_MODELS {
+        each_routing(&data, id, |_, _, _| {});
+    }
+    // The model made for it ties exactly: in the top k (which expert comes
+    // first) and across its boundary (which one is chosen at all).
+    let (mut decisions, mut inside, mut across) = (0, 0, 0);
+    each_routing(&data, QWEN3MOE_TIES, |row, order, k| {
+        let v = |j: usize| row[order[j] as usize];
+        decisions += 1;
+        inside += (0..k - 1).filter(|&j| v(j) == v(j + 1)).count();
+        across += usize::from(v(k - 1) == v(k));
+    });
+    assert!(decisions >= 6, "{decisions} routing decisions");
+    assert!(inside >= decisions, "{inside} ties in {decisions} top-ks");
+    assert!(across >= 1, "no tie across the top-k boundary");
+}
+
 #[test]
 fn the_all_positions_prompt_keeps_distinct_rows_per_position() {
     let data = data();
     for model in data.models() {
         let last_layer = model.capture().facts.n_layer - 1;
-        let info = model
-            .prompts()
-            .find(|p| p.tap_positions == Positions::All)
-            .unwrap();
+        let all_pos = &data.manifest().capture.all_positions_prompt;
+        let Some(info) = model.prompts().find(|p| p.tap_positions == Positions::All) else {
+            // Only a model whose entry leaves that prompt out lacks it.
+            let own = model.capture().model.prompts.as_ref();
+            assert!(
+                own.is_some_and(|ids| !ids.contains(all_pos)),
+                "{}: no all-positions prompt",
+                model.id()
+            );
+            continue;
+        };
         assert!(
             info.n_tokens >= 2,
             "{}: all-positions prompt of one token",
@@ -570,7 +659,7 @@ fn tokenizer_captures_cover_the_corpus() {
     assert_eq!(smol.lines[i].special, vec![1]);
     assert!(smol.lines[i].plain.len() > 1);
     // the requantized and the synthetic models carry SmolLM2's tokenizer
-    for id in [SMOLLM2_Q4K, QWEN3, QWEN3MOE] {
+    for id in [SMOLLM2_Q4K, QWEN3, QWEN3MOE, QWEN3MOE_TIES] {
         let t = data.model(id).unwrap().tokenizer().unwrap();
         assert_eq!((&t.whole, &t.lines), (&smol.whole, &smol.lines), "{id}");
     }
@@ -612,7 +701,12 @@ fn chat_prompts_are_the_committed_renders() {
                 r.text
             );
         }
-        assert!(!chat.is_empty());
+        // Every chat prompt, unless the entry's prompts leave them out.
+        assert!(
+            !chat.is_empty() || c.model.prompts.is_some(),
+            "{}",
+            model.id()
+        );
         for p in chat {
             let r = renders.prompts.iter().find(|r| r.id == p.id).unwrap();
             assert_eq!(

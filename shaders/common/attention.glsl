@@ -34,6 +34,19 @@ struct KvWritePush {
 #define Q_IN(x) (x)
 #endif
 
+// The running max of the online softmax (m) starts at MAX_START and a new
+// one is RUNNING_MAX(m_new). FAULT_SOFTMAX_UNSHIFTED (only in the variants
+// of the fault-injection feature: engine/build/variants.rs FAULT, fault
+// `gpu-softmax-unshifted`) holds it at 0: exp(s) unshifted, the same
+// numbers while the scores are small, inf / NaN once one passes ~88.7.
+#ifdef FAULT_SOFTMAX_UNSHIFTED
+#define MAX_START 0.0
+#define RUNNING_MAX(m_new) 0.0
+#else
+#define MAX_START uintBitsToFloat(0xff800000u)
+#define RUNNING_MAX(m_new) (m_new)
+#endif
+
 struct AttnPush {
     uint n_head;
     uint group;      // n_head / n_kv_head

@@ -71,33 +71,111 @@ float round_f16(float v) {
     return f16_to_f32_exact(f32_to_f16_rne(v));
 }
 
-// (sin x, cos x) to about 2 f32 ulps for |x| < 8192, whatever the driver's
-// built-ins do outside [-pi, pi] (Vulkan only bounds their absolute error
-// there; an NVIDIA driver was ~1e-5 off at x ~ 4000, RoPE's angles at
-// position 4000). Cephes' sinf/cosf: x - j·pi/4 with pi/4 in three parts
-// (exact products for j < 2^14), then minimax polynomials on [-pi/4, pi/4].
+// 2/pi, 32 bits a word from the binary point on (fdlibm's two_over_pi).
+const uint TWO_OVER_PI[8] = uint[8](0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
+                                    0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u);
+
+// Bits s .. s + 31 of the little-endian words w.
+uint bits_at(uint w[6], uint s) {
+    uint q = s >> 5;
+    uint r = s & 31u;
+    return r == 0u ? w[q] : (w[q] >> r) | (w[q + 1u] << (32u - r));
+}
+
+// ax (finite, >= 1) = j pi/2 + r with |r| <= pi/4: returns r, and j mod 4
+// in q. Payne-Hanek: ax = m 2^k (m the 24-bit significand) times 2/pi in
+// integer arithmetic, over the four words of 2/pi that reach the bits of
+// weight 2^1 and below (earlier words only add multiples of 4): a 152-bit
+// product whose 64 bits under the binary point are the fraction, with an
+// error under 2^-70. Exact at any |x| up to 3.4e38, where Cody-Waite's
+// three-part pi/4 is not (RoPE's angles are positions: 1e6 and more).
+float reduce_pio2(float ax, out uint q) {
+    uint fb = floatBitsToUint(ax);
+    uint m = (fb & 0x7fffffu) | 0x800000u;
+    int k = int(fb >> 23) - 150;
+    uint w0 = k >= 2 ? uint(k - 2) / 32u : 0u;
+    uint w[6] = uint[6](0u, 0u, 0u, 0u, 0u, 0u);
+    for (uint i = 0u; i < 4u; i++) {
+        uint hi;
+        uint lo;
+        umulExtended(m, TWO_OVER_PI[w0 + i], hi, lo);
+        uint at = 3u - i; // lo weighs 2^(32 at), hi 2^(32 (at + 1))
+        uint c;
+        w[at] = uaddCarry(w[at], lo, c);
+        uint add = hi + c; // hi < 2^24: no overflow
+        for (uint j = at + 1u; j < 6u; j++) {
+            w[j] = uaddCarry(w[j], add, c);
+            add = c;
+        }
+    }
+    // The binary point of m 2^k 2/pi sits at bit 32 (w0 + 4) - k of w.
+    uint point = uint(32 * int(w0 + 4u) - k);
+    uint flo = bits_at(w, point - 64u);
+    uint fhi = bits_at(w, point - 32u);
+    uint ip = bits_at(w, point);
+    // Round to the nearest multiple: a fraction of 1/2 or more counts as
+    // the next multiple and a negative fraction (two's complement).
+    bool neg = (fhi >> 31) != 0u;
+    q = (ip + (neg ? 1u : 0u)) & 3u;
+    if (neg) {
+        uint c;
+        flo = uaddCarry(~flo, 1u, c);
+        fhi = ~fhi + c;
+    }
+    // |fraction| 2^64 = fhi:flo < 2^63, normalised to 32 bits, then times pi/2.
+    float f;
+    if (fhi != 0u) {
+        int z = 31 - findMSB(fhi);
+        uint top = z == 0 ? fhi : (fhi << uint(z)) | (flo >> uint(32 - z));
+        f = ldexp(float(top), -32 - z);
+    } else if (flo != 0u) {
+        int z = 31 - findMSB(flo);
+        f = ldexp(float(flo << uint(z)), -64 - z);
+    } else {
+        f = 0.0;
+    }
+    precise float r = f * 1.5707963267948966;
+    return neg ? -r : r;
+}
+
+// (sin x, cos x) to about 2 f32 ulps for every finite x, whatever the
+// driver's built-ins do outside [-pi, pi] (Vulkan only bounds their
+// absolute error there; an NVIDIA driver was ~1e-5 off at x ~ 4000, RoPE's
+// angles at position 4000). Cephes' sinf/cosf: |x| = j pi/2 + z, for
+// |x| < 8192 as |x| - j' pi/4 (j' = 2j) with pi/4 in three parts (exact
+// products for j' < 2^14), beyond by reduce_pio2; then minimax polynomials
+// on [-pi/4, pi/4]. NaN for an infinite or NaN x.
 vec2 sincos_accurate(float x) {
     float ax = abs(x);
-    uint j = uint(ax * 1.27323954473516);
-    float y = float(j);
-    if ((j & 1u) == 1u) {
-        j += 1u;
-        y += 1.0;
+    if (!(ax <= 3.4028234663852886e38)) {
+        return vec2(uintBitsToFloat(0x7fc00000u));
     }
-    j &= 7u;
-    precise float z = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+    uint q;
+    precise float z;
+    if (ax < 8192.0) {
+        uint j = uint(ax * 1.27323954473516);
+        float y = float(j);
+        if ((j & 1u) == 1u) {
+            j += 1u;
+            y += 1.0;
+        }
+        q = (j >> 1) & 3u;
+        z = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+    } else {
+        z = reduce_pio2(ax, q);
+    }
     precise float zz = z * z;
     precise float sp = ((-1.9515295891e-4 * zz + 8.3321608736e-3) * zz - 1.6666654611e-1) * zz * z + z;
     precise float cp = ((2.443315711809948e-5 * zz - 1.388731625493765e-3) * zz + 4.166664568298827e-2) * zz * zz - 0.5 * zz + 1.0;
     float s;
     float c;
-    if (j == 0u) {
+    if (q == 0u) {
         s = sp;
         c = cp;
-    } else if (j == 2u) {
+    } else if (q == 1u) {
         s = cp;
         c = -sp;
-    } else if (j == 4u) {
+    } else if (q == 2u) {
         s = -sp;
         c = -cp;
     } else {

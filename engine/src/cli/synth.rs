@@ -41,10 +41,27 @@ pub struct SynthArgs {
     /// qwen3, qwen3moe: token embedding standard deviation.
     #[arg(long)]
     pub embed_scale: Option<f32>,
+    /// qwen3, qwen3moe: gain of the QK-norm weights (default 1). Attention
+    /// scores then have a standard deviation of about its square (with
+    /// --tie-qk, a query's score with itself is about its square times
+    /// sqrt(head_dim): reference-data's synth-qwen3-bigscores, 4).
+    #[arg(long)]
+    pub qk_norm_scale: Option<f32>,
+    /// qwen3, qwen3moe: each query head's projection is its KV head's key
+    /// projection: every query attends to itself with a score of about
+    /// qk-norm-scale² · sqrt(head_dim), far above the rest (a one-hot
+    /// softmax however large the scores).
+    #[arg(long)]
+    pub tie_qk: bool,
     /// qwen3moe, llama-moe: router (ffn_gate_inp) scale (default 1 for
     /// qwen3moe, 16 for llama-moe).
     #[arg(long)]
     pub router_scale: Option<f32>,
+    /// qwen3moe: the last N experts route exactly as the first N (their
+    /// router rows are copies): exact ties in the router's probabilities.
+    /// At most half the experts; default 0.
+    #[arg(long, value_name = "N")]
+    pub router_twins: Option<u32>,
     /// llama-moe: standard deviation of the relative noise on each expert
     /// weight (default 0.02).
     #[arg(long)]
@@ -89,22 +106,39 @@ fn scratch(args: &SynthArgs, arch: Arch, out: &mut dyn Write) -> Result<(), CliE
             "--router-scale",
             arch == Arch::Qwen3 && args.router_scale.is_some(),
         ),
+        (
+            "--router-twins",
+            arch == Arch::Qwen3 && args.router_twins.is_some(),
+        ),
     ])?;
     let tokenizer_from = args.source(&args.tokenizer_from, "--tokenizer-from")?;
     let mut cfg = Config::new(arch, args.seed);
     cfg.ftype = args.ftype.unwrap_or(cfg.ftype);
+    cfg.tie_qk = args.tie_qk;
     let s = &mut cfg.scales;
     s.head = args.head_scale.unwrap_or(s.head);
     s.embed = args.embed_scale.unwrap_or(s.embed);
     s.router = args.router_scale.unwrap_or(s.router);
+    s.qk_norm = args.qk_norm_scale.unwrap_or(s.qk_norm);
+    if !(s.qk_norm.is_finite() && s.qk_norm > 0.0) {
+        return Err(CliError::Usage(format!(
+            "--qk-norm-scale {}: a positive number",
+            s.qk_norm
+        )));
+    }
+    cfg.router_twins = args.router_twins.unwrap_or(cfg.router_twins);
 
     let tok = super::open_model(&tokenizer_from)?;
     let pool = super::thread_pool(args.threads)?;
     let w = pool.install(|| synth::synthesize(&cfg, &tok))?;
     let file_size = w.write_file(&args.output)?.file_size;
+    let twins = match cfg.router_twins {
+        0 => String::new(),
+        t => format!(", router twins {t}"),
+    };
     writeln!(
         out,
-        "{}: synthetic {} (seed {}, {} layers, {} tensors, {}), {file_size} bytes",
+        "{}: synthetic {} (seed {}, {} layers{twins}, {} tensors, {}), {file_size} bytes",
         args.output.display(),
         cfg.arch,
         cfg.seed,
@@ -121,6 +155,9 @@ fn upcycled(args: &SynthArgs, out: &mut dyn Write) -> Result<(), CliError> {
         ("--type", args.ftype.is_some()),
         ("--head-scale", args.head_scale.is_some()),
         ("--embed-scale", args.embed_scale.is_some()),
+        ("--qk-norm-scale", args.qk_norm_scale.is_some()),
+        ("--tie-qk", args.tie_qk),
+        ("--router-twins", args.router_twins.is_some()),
     ])?;
     let from = args.source(&args.from, "--from")?;
     let mut cfg = MoeConfig::new(args.seed);

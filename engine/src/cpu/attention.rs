@@ -42,7 +42,11 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
             row: Vec::with_capacity(dk.max(dv)),
         },
         |sc: &mut Scratch, i, o| {
-            let Scratch { scores, q: q16, row } = sc;
+            let Scratch {
+                scores,
+                q: q16,
+                row,
+            } = sc;
             let (t, h) = (i / nh, i % nh);
             let g = h / group;
             let pos = pos0 + t;
@@ -89,4 +93,49 @@ struct Scratch {
     q: Vec<f32>,
     /// One cache row widened to f32 `[head_dim]` (F16 cache only).
     row: Vec<f32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::KvType;
+
+    /// One query row of one head (dk 2, dv 1) against two cached positions.
+    fn one_row(ty: KvType, q: [f32; 2], k: [[f32; 2]; 2], v: [f32; 2]) -> f32 {
+        let p = AttnParams {
+            n_head: 1,
+            n_kv_head: 1,
+            head_dim_k: 2,
+            head_dim_v: 1,
+            scale: 1.0,
+            window: None,
+            softcap: None,
+        };
+        let mut kv = KvStore::new(2, 2, 1, ty);
+        kv.write(0, &[k[0][0], k[0][1], k[1][0], k[1][1]], &v);
+        let mut out = [0.0f32];
+        attention(&kv, &q, &mut out, 1, &p);
+        out[0]
+    }
+
+    #[test]
+    fn f16_cache_rounds_the_query_as_llama_cpp() {
+        // 3000.5 is no half (halves are 2 apart there): rounded, the two
+        // scores tie at 3000 and the output is the mean of V, 0.5 (exact in
+        // f16); kept in f32, the first key would win by 0.5 (0.622).
+        let (q, k, v) = ([3000.5, 3000.0], [[1.0, 0.0], [0.0, 1.0]], [1.0, 0.0]);
+        assert_eq!(one_row(KvType::F16, q, k, v), 0.5);
+        let f32_out = one_row(KvType::F32, q, k, v);
+        assert!((f32_out - 0.622_459_3).abs() < 1e-6, "{f32_out}");
+    }
+
+    #[test]
+    fn f16_cache_rounds_the_probabilities_as_llama_cpp() {
+        // Scores 1 and 0: p = 1 / (1 + e^-1) = 0.7310586 in f32, which the
+        // product with an F16 V takes as the half 0.73095703125.
+        let (q, k, v) = ([1.0, 0.0], [[1.0, 0.0], [0.0, 0.0]], [1.0, 0.0]);
+        assert_eq!(one_row(KvType::F16, q, k, v), 0.730_957_03);
+        let f32_out = one_row(KvType::F32, q, k, v);
+        assert!((f32_out - 0.731_058_6).abs() < 1e-6, "{f32_out}");
+    }
 }

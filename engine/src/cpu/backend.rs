@@ -168,7 +168,8 @@ impl Ops for CpuBackend {
                 what: "an activation",
                 bytes: u64::MAX,
             })?;
-        self.acts.push(vec![0.0; len]);
+        // len: rows · width, poisoned in test builds (crate::poison).
+        self.acts.push(vec![crate::poison::fill(); len]);
         Ok(Act::new((self.acts.len() - 1) as u32, rows, width))
     }
 

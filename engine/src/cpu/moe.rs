@@ -7,6 +7,7 @@ use super::argsort::argsort_desc;
 use super::error::CpuError;
 use super::matmul::{matmul, matvec};
 use super::weight::WeightView;
+use crate::fault;
 use crate::threads::Threads;
 
 /// Softmax of each `width`-element row of `x`, in place.
@@ -35,7 +36,10 @@ pub fn top_k(probs: &[f32], n: usize, ids: &mut [f32], weights: &mut [f32], k: u
         .zip(ids.chunks_exact_mut(k))
         .zip(weights.chunks_exact_mut(k))
     {
-        let order = argsort_desc(row);
+        let mut order = argsort_desc(row);
+        if fault::active("moe-tie-order") {
+            reverse_ties(row, &mut order);
+        }
         for j in 0..k {
             let e = order[j];
             id[j] = e as f32;
@@ -44,15 +48,40 @@ pub fn top_k(probs: &[f32], n: usize, ids: &mut [f32], weights: &mut [f32], k: u
     }
 }
 
+/// Fault `moe-tie-order`: each run of equal values in `order` (indices
+/// into `row`, sorted by falling value) reversed, so that ties come out
+/// the other way round.
+fn reverse_ties(row: &[f32], order: &mut [u32]) {
+    let mut start = 0;
+    while start < order.len() {
+        let v = row[order[start] as usize];
+        let len = order[start..]
+            .iter()
+            .take_while(|&&i| row[i as usize] == v)
+            .count()
+            .max(1);
+        order[start..start + len].reverse();
+        start += len;
+    }
+}
+
 /// Smallest divisor [`normalize_rows`] uses (f16's smallest normal, as
 /// llama.cpp clamps the sum).
 pub const MIN_ROW_SUM: f32 = 1.0 / 16384.0; // 2^-14 = 6.103515625e-5
 
-/// Each `width`-element row divided by `max(its sum, MIN_ROW_SUM)`.
+/// Each `width`-element row divided by its sum clamped to
+/// `[MIN_ROW_SUM, inf]` as ggml's `clamp` does it (`MAX(MIN(sum, inf),
+/// MIN_ROW_SUM)` with C's ternary `MIN`/`MAX`): a NaN sum becomes inf, so
+/// the row's finite values become 0 and its NaN stays NaN.
 pub fn normalize_rows(x: &mut [f32], width: usize) {
     for row in x.chunks_exact_mut(width) {
         let sum = row.iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
-        let d = sum.max(MIN_ROW_SUM);
+        let d = if sum < f32::INFINITY {
+            sum
+        } else {
+            f32::INFINITY
+        };
+        let d = if d > MIN_ROW_SUM { d } else { MIN_ROW_SUM };
         for v in row.iter_mut() {
             *v /= d;
         }
@@ -192,6 +221,35 @@ mod tests {
         let mut tiny = [0.0, 0.0];
         normalize_rows(&mut tiny, 2);
         assert_eq!(tiny, [0.0, 0.0]);
+    }
+
+    #[test]
+    fn normalize_clamps_as_ggml() {
+        // Under 2^-14: divided by 2^-14.
+        let mut x = [1e-6f32, 3e-6];
+        normalize_rows(&mut x, 2);
+        assert_eq!(x, [1e-6 / MIN_ROW_SUM, 3e-6 / MIN_ROW_SUM]);
+        // ggml's clamp turns a NaN sum into inf (C's MIN(NaN, inf) is inf):
+        // finite values become 0, the NaN stays.
+        let mut x = [0.5f32, f32::NAN, 0.25];
+        normalize_rows(&mut x, 3);
+        assert_eq!(&x[..1], &[0.0]);
+        assert!(x[1].is_nan());
+        assert_eq!(x[2], 0.0);
+        // A sum past f32's range (f64 holds it) is inf as well.
+        let mut x = [3e38f32, 3e38, f32::INFINITY];
+        normalize_rows(&mut x, 3);
+        assert_eq!(&x[..2], &[0.0, 0.0]);
+        assert!(x[2].is_nan());
+    }
+
+    #[test]
+    fn reversed_ties_flip_only_equal_runs() {
+        let row = [0.25, 0.5, 0.25, 0.1, 0.5, 0.25];
+        let mut order = argsort_desc(&row);
+        assert_eq!(order, [1, 4, 0, 2, 5, 3]);
+        reverse_ties(&row, &mut order);
+        assert_eq!(order, [4, 1, 5, 2, 0, 3]);
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl Devices {
             self.hidden[d] = Some(self.alloc(d, rows, width)?);
         }
         if self.placement.devices_used().len() > 1 {
-            self.staging = vec![0.0; rows * width];
+            self.staging = vec![crate::poison::fill(); rows * width];
         }
         Ok(())
     }
@@ -179,7 +179,9 @@ impl Devices {
             let w = x.width();
             host.copy_within(..host.len() - w, w);
         }
-        self.backends[target].write(dst, host)?;
+        if !fault::active("handoff-stale") {
+            self.backends[target].write(dst, host)?;
+        }
         Ok(dst)
     }
 }
@@ -206,5 +208,14 @@ mod tests {
         let mut back = vec![0.0; 6];
         d.backend(1).read(y, &mut back).unwrap();
         assert_eq!(back, data[6..]);
+        // The rows no hand-off wrote hold what a fresh buffer holds: the
+        // poison in test builds (crate::poison), zeros otherwise.
+        let rest = d.hidden(Stage::Layer(1), 4).rows_from(2, 2);
+        d.backend(1).read(rest, &mut back).unwrap();
+        let fresh = crate::poison::fill();
+        assert!(
+            back.iter().all(|v| v.to_bits() == fresh.to_bits()),
+            "{back:?}"
+        );
     }
 }

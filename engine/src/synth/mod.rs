@@ -95,7 +95,7 @@ impl FromStr for Kind {
 /// How large the random weights are. Every matrix is drawn as
 /// `normal * scale / sqrt(fan_in)` (fan_in: its row length), except the
 /// token embedding (`normal * embed`); norm weights are `1 + norm_noise *
-/// normal`.
+/// normal`, the QK-norm weights `qk_norm` times that.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scales {
     /// Token embedding standard deviation.
@@ -111,6 +111,14 @@ pub struct Scales {
     pub router: f32,
     /// Noise around 1 in RMSNorm weights.
     pub norm_noise: f32,
+    /// Gain of the QK-norm weights (`attn_q_norm`, `attn_k_norm`). The
+    /// normalised query and key heads have RMS 1, so an attention score
+    /// `q · k / sqrt(head_dim)` has a standard deviation of about
+    /// `qk_norm²` (1 by default), and with [`Config::tie_qk`] a query's
+    /// score with its own key is about `qk_norm² · sqrt(head_dim)`: 181 for
+    /// 4 and 128, whose exp overflows f32 unless the softmax subtracts the
+    /// row's max first.
+    pub qk_norm: f32,
 }
 
 impl Default for Scales {
@@ -121,6 +129,7 @@ impl Default for Scales {
             proj: 1.0,
             router: 1.0,
             norm_noise: 0.1,
+            qk_norm: 1.0,
         }
     }
 }
@@ -146,6 +155,18 @@ pub struct Config {
     pub rms_eps: f32,
     pub scales: Scales,
     pub ftype: FileType,
+    /// Each query head's projection is its KV head's key projection
+    /// (`attn_q` rows copied from `attn_k`): a query meets its own key
+    /// with a score of about `qk_norm² · sqrt(head_dim)` (the normalised
+    /// head's squared norm), far above its scores with other positions, so
+    /// each row's softmax is all but one-hot on itself however large the
+    /// scores are (with random heads, large scores make near-ties that
+    /// noise decides).
+    pub tie_qk: bool,
+    /// Qwen3-MoE: the last `router_twins` experts route exactly as the
+    /// first `router_twins` do (their `ffn_gate_inp` rows are copies, see
+    /// [`Init::TwinRows`]); at most half the experts. 0: none.
+    pub router_twins: u32,
 }
 
 impl Config {
@@ -163,8 +184,9 @@ impl Config {
 pub enum Init {
     /// `normal * std`.
     Normal { std: f32 },
-    /// `1 + noise * normal` (RMSNorm weights).
-    Norm { noise: f32 },
+    /// `gain * (1 + noise * normal)` (RMSNorm weights; the product is
+    /// skipped for a gain of 1, so those are `1 + noise * normal` exactly).
+    Norm { noise: f32, gain: f32 },
     /// `normal * std * r`, with one `r = (1 - u)^(-1/4)` per row (`u`
     /// uniform, drawn before the row; two square roots, so exact): row
     /// norms with a Pareto tail of index 4, in [1, 64], much as token
@@ -175,6 +197,12 @@ pub enum Init {
     /// top-1/top-2 margins of 0.000-0.03 at a logit s.d. of 32, against
     /// 1.2-2.0 at s.d. 45 with this tail, with ~30 distinct top tokens).
     HeavyRows { std: f32 },
+    /// `normal * std` as [`Init::Normal`] draws it, then the last `twins`
+    /// rows overwritten with copies of the first `twins` (row `n - twins +
+    /// i` = row `i`; rows are `dims[0]` long). A router drawn so gives each
+    /// such pair of experts the same logit, bit for bit, whatever the
+    /// input: their probabilities tie exactly.
+    TwinRows { std: f32, twins: u32 },
 }
 
 /// One tensor of a synthetic model, before it is drawn.
@@ -184,6 +212,20 @@ pub struct TensorSpec {
     /// ggml `ne` order.
     pub dims: Vec<u64>,
     pub init: Init,
+    /// Rows copied from another tensor's draw instead of a stream of its
+    /// own (tied query and key heads).
+    pub rows_of: Option<RowsOf>,
+}
+
+/// Rows of a tensor taken from another one's draw (the same `init`, that
+/// tensor's stream): blocks of `block` rows, each repeated `repeat` times
+/// (row `r` is source row `(r / (block · repeat)) · block + r % block`), as
+/// the query heads of a KV head's group repeat its key head.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowsOf {
+    pub tensor: String,
+    pub block: usize,
+    pub repeat: usize,
 }
 
 impl TensorSpec {
@@ -192,6 +234,7 @@ impl TensorSpec {
             name: name.into(),
             dims: dims.to_vec(),
             init,
+            rows_of: None,
         }
     }
 
@@ -202,11 +245,17 @@ impl TensorSpec {
     }
 
     fn norm(name: impl Into<String>, len: u64, s: &Scales) -> TensorSpec {
+        TensorSpec::norm_gain(name, len, s, 1.0)
+    }
+
+    /// A norm weight times `gain`.
+    fn norm_gain(name: impl Into<String>, len: u64, s: &Scales, gain: f32) -> TensorSpec {
         TensorSpec::new(
             name,
             &[len],
             Init::Norm {
                 noise: s.norm_noise,
+                gain,
             },
         )
     }
@@ -265,13 +314,43 @@ fn tensor_specs(cfg: &Config, n_vocab: u64) -> Vec<TensorSpec> {
     }
 }
 
-/// Draws a tensor's values from its own stream.
+/// Draws a tensor's values from its own stream (or copies another's rows:
+/// [`TensorSpec::rows_of`]).
 pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
+    if let Some(of) = &spec.rows_of {
+        let row = spec.dims[0] as usize;
+        let rows = spec.dims[1..].iter().product::<u64>() as usize;
+        let source = TensorSpec::new(
+            of.tensor.clone(),
+            &[spec.dims[0], (rows / of.repeat) as u64],
+            spec.init,
+        );
+        let v = draw(seed, &source);
+        return (0..rows)
+            .flat_map(|r| {
+                let s = (r / (of.block * of.repeat)) * of.block + r % of.block;
+                v[s * row..(s + 1) * row].iter().copied()
+            })
+            .collect();
+    }
     let n: u64 = spec.dims.iter().product();
     let mut r = Xoshiro256StarStar::for_tensor(seed, &spec.name);
     match spec.init {
         Init::Normal { std } => (0..n).map(|_| r.normal() * std).collect(),
-        Init::Norm { noise } => (0..n).map(|_| 1.0 + noise * r.normal()).collect(),
+        Init::Norm { noise, gain: 1.0 } => (0..n).map(|_| 1.0 + noise * r.normal()).collect(),
+        Init::Norm { noise, gain } => (0..n).map(|_| gain * (1.0 + noise * r.normal())).collect(),
+        Init::TwinRows { std, twins } => {
+            let mut out: Vec<f32> = (0..n).map(|_| r.normal() * std).collect();
+            let (row, twins) = (spec.dims[0] as usize, twins as usize);
+            let rows = out.len() / row;
+            assert!(
+                2 * twins <= rows,
+                "{}: {twins} twins of {rows} rows",
+                spec.name
+            );
+            out.copy_within(..twins * row, (rows - twins) * row);
+            out
+        }
         Init::HeavyRows { std } => {
             let row_len = spec.dims[0];
             let mut out = Vec::with_capacity(n as usize);
@@ -288,6 +367,12 @@ pub fn draw(seed: u64, spec: &TensorSpec) -> Vec<f32> {
 /// Builds the model `cfg` describes, with the tokenizer of `tokenizer`.
 /// Runs on the current rayon pool; the bytes do not depend on it.
 pub fn synthesize(cfg: &Config, tokenizer: &GgufFile) -> Result<GgufWriter<'static>, SynthError> {
+    if 2 * cfg.router_twins > cfg.n_expert {
+        return Err(SynthError::Config(format!(
+            "{} router twins of {} experts (at most half)",
+            cfg.router_twins, cfg.n_expert
+        )));
+    }
     let (tok_kvs, n_vocab) = tokenizer_metadata(tokenizer)?;
     let specs = tensor_specs(cfg, n_vocab);
 
@@ -344,7 +429,10 @@ fn general_metadata(cfg: &Config) -> Vec<(String, Value)> {
         ("general.type".into(), Value::String("model".into())),
         (
             "general.name".into(),
-            Value::String(format!("synthetic {} seed {}", cfg.arch, cfg.seed)),
+            Value::String(match cfg.router_twins {
+                0 => format!("synthetic {} seed {}", cfg.arch, cfg.seed),
+                t => format!("synthetic {} seed {} router twins {t}", cfg.arch, cfg.seed),
+            }),
         ),
     ]
 }
@@ -397,12 +485,20 @@ fn transformer_tensors(
     for i in 0..cfg.n_layer {
         let b = |n: &str| format!("blk.{i}.{n}.weight");
         t.push(TensorSpec::norm(b("attn_norm"), d, s));
-        t.push(TensorSpec::matrix(b("attn_q"), &[d, q], s.proj));
+        let mut attn_q = TensorSpec::matrix(b("attn_q"), &[d, q], s.proj);
+        if cfg.tie_qk {
+            attn_q.rows_of = Some(RowsOf {
+                tensor: b("attn_k"),
+                block: hd as usize,
+                repeat: (cfg.n_head / cfg.n_head_kv) as usize,
+            });
+        }
+        t.push(attn_q);
         t.push(TensorSpec::matrix(b("attn_k"), &[d, kv], s.proj));
         t.push(TensorSpec::matrix(b("attn_v"), &[d, kv], s.proj));
         t.push(TensorSpec::matrix(b("attn_output"), &[q, d], s.proj));
-        t.push(TensorSpec::norm(b("attn_q_norm"), hd, s));
-        t.push(TensorSpec::norm(b("attn_k_norm"), hd, s));
+        t.push(TensorSpec::norm_gain(b("attn_q_norm"), hd, s, s.qk_norm));
+        t.push(TensorSpec::norm_gain(b("attn_k_norm"), hd, s, s.qk_norm));
         t.push(TensorSpec::norm(b("ffn_norm"), d, s));
         ffn(i, &mut t);
     }
@@ -440,8 +536,65 @@ mod tests {
         assert_eq!(draw(1, &a), draw(1, &a));
         assert_ne!(draw(1, &a), draw(2, &a));
         assert_ne!(draw(1, &a), draw(1, &b));
-        let n = TensorSpec::new("n", &[1000], Init::Norm { noise: 0.1 });
+        let n = TensorSpec::new(
+            "n",
+            &[1000],
+            Init::Norm {
+                noise: 0.1,
+                gain: 1.0,
+            },
+        );
         assert!(draw(3, &n).iter().all(|&x| (0.6..1.4).contains(&x)));
+        // A gain multiplies the same draws.
+        let g = TensorSpec::new(
+            "n",
+            &[1000],
+            Init::Norm {
+                noise: 0.1,
+                gain: 8.0,
+            },
+        );
+        let (a, b) = (draw(3, &n), draw(3, &g));
+        assert!(a.iter().zip(&b).all(|(a, b)| *b == 8.0 * a));
+    }
+
+    #[test]
+    fn tied_query_heads_repeat_their_key_head() {
+        let mut cfg = Config::new(Arch::Qwen3, 5);
+        cfg.tie_qk = true;
+        let specs = tensor_specs(&cfg, 10);
+        let spec = |n: &str| specs.iter().find(|s| s.name == n).unwrap();
+        let q = draw(5, spec("blk.1.attn_q.weight"));
+        let k = draw(5, spec("blk.1.attn_k.weight"));
+        let (d, hd) = (cfg.n_embd as usize, cfg.head_dim as usize);
+        let group = (cfg.n_head / cfg.n_head_kv) as usize;
+        assert_eq!(q.len(), group * k.len());
+        for r in 0..q.len() / d {
+            let kr = (r / hd / group) * hd + r % hd;
+            assert_eq!(&q[r * d..(r + 1) * d], &k[kr * d..(kr + 1) * d], "row {r}");
+        }
+        // Untied: a stream of its own.
+        cfg.tie_qk = false;
+        let specs = tensor_specs(&cfg, 10);
+        let q = draw(
+            5,
+            specs
+                .iter()
+                .find(|s| s.name == "blk.1.attn_q.weight")
+                .unwrap(),
+        );
+        assert_ne!(&q[..d], &k[..d]);
+    }
+
+    #[test]
+    fn twin_rows_copy_the_first_rows_over_the_last() {
+        let plain = TensorSpec::new("r", &[4, 6], Init::Normal { std: 1.0 });
+        let twins = TensorSpec::new("r", &[4, 6], Init::TwinRows { std: 1.0, twins: 2 });
+        let (a, b) = (draw(5, &plain), draw(5, &twins));
+        // Rows 0..4 as drawn, rows 4 and 5 copies of rows 0 and 1.
+        assert_eq!(a[..16], b[..16]);
+        assert_eq!(b[16..24], b[..8]);
+        assert_ne!(a[16..24], b[16..24]);
     }
 
     #[test]

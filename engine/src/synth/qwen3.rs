@@ -53,6 +53,8 @@ pub fn config(seed: u64) -> Config {
         rms_eps: 1e-6,
         scales: Scales::default(),
         ftype: FileType::Q4_K_M,
+        tie_qk: false,
+        router_twins: 0,
     }
 }
 

@@ -15,9 +15,18 @@
 //! blk.N.ffn_up_exps.weight    [n_embd, n_ff_exp, n_expert]
 //! blk.N.ffn_down_exps.weight  [n_ff_exp, n_embd, n_expert]
 //! ```
+//!
+//! With `router_twins` T (`sharpi synth --router-twins T`), the router's
+//! rows of experts `n_expert - T ..` are copies of experts `0 .. T`'s:
+//! each such pair gets the same logit bit for bit (the router is F32 and
+//! every row goes through the same dot), so their probabilities tie
+//! exactly at every token, and which of the two comes first, or is chosen
+//! at all when they straddle the `expert_used_count` boundary, is decided
+//! by the top-k's tie order alone (llama.cpp: its CPU `argsort`,
+//! libstdc++'s `std::sort`). The experts themselves stay distinct.
 
 use super::{
-    arch_u32, transformer_metadata, transformer_tensors, Arch, Config, Scales, TensorSpec,
+    arch_u32, transformer_metadata, transformer_tensors, Arch, Config, Init, Scales, TensorSpec,
 };
 use crate::gguf::Value;
 use crate::quantize::FileType;
@@ -43,6 +52,8 @@ pub fn config(seed: u64) -> Config {
         rms_eps: 1e-6,
         scales: Scales::default(),
         ftype: FileType::Q4_K_M,
+        tie_qk: false,
+        router_twins: 0,
     }
 }
 
@@ -63,7 +74,11 @@ pub fn tensors(cfg: &Config, n_vocab: u64) -> Vec<TensorSpec> {
     let s = cfg.scales;
     transformer_tensors(cfg, n_vocab, |i, t| {
         let b = |n: &str| format!("blk.{i}.{n}.weight");
-        t.push(TensorSpec::matrix(b("ffn_gate_inp"), &[d, e], s.router));
+        let mut router = TensorSpec::matrix(b("ffn_gate_inp"), &[d, e], s.router);
+        if let (Init::Normal { std }, twins @ 1..) = (router.init, cfg.router_twins) {
+            router.init = Init::TwinRows { std, twins };
+        }
+        t.push(router);
         t.push(TensorSpec::matrix(b("ffn_gate_exps"), &[d, ff, e], s.proj));
         t.push(TensorSpec::matrix(b("ffn_up_exps"), &[d, ff, e], s.proj));
         t.push(TensorSpec::matrix(b("ffn_down_exps"), &[ff, d, e], s.proj));

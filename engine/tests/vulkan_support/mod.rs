@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+pub mod extreme;
 pub mod session;
 pub mod weights;
 
@@ -65,12 +66,10 @@ impl Pair {
         Both { cpu, gpu }
     }
 
-    /// A zeroed activation on both.
+    /// A zeroed activation on both (written: a fresh one holds the poison
+    /// of test builds, `engine::poison`).
     pub fn zeros(&mut self, rows: usize, width: usize) -> Both {
-        Both {
-            cpu: self.cpu.alloc(rows, width).unwrap(),
-            gpu: self.gpu.alloc(rows, width).unwrap(),
-        }
+        self.act(rows, width, &vec![0.0; rows * width])
     }
 
     /// The same weight on both.

@@ -128,12 +128,14 @@ pub fn run(opts: &Options) -> Result<(), CaptureError> {
     }
 
     for m in &selected {
-        for id in m.tap_prompts.iter().flatten() {
-            if !prompts.iter().any(|p| &p.id == id) {
-                return err(format!(
-                    "model {}: tap_prompts names {id:?}, which is not a prompt",
-                    m.id
-                ));
+        for (field, ids) in [("prompts", &m.prompts), ("tap_prompts", &m.tap_prompts)] {
+            for id in ids.iter().flatten() {
+                if !prompts.iter().any(|p| &p.id == id) {
+                    return err(format!(
+                        "model {}: {field} names {id:?}, which is not a prompt",
+                        m.id
+                    ));
+                }
             }
         }
     }
@@ -148,7 +150,12 @@ pub fn run(opts: &Options) -> Result<(), CaptureError> {
     let info = backend.info();
     let ids: Vec<String> = selected.iter().map(|m| m.id.clone()).collect();
     for entry in selected {
-        model::capture_model(&backend, &info, &models_file, entry, &prompts, opts)?;
+        let own: Vec<PromptSource> = prompts
+            .iter()
+            .filter(|p| entry.prompts.as_ref().is_none_or(|ids| ids.contains(&p.id)))
+            .cloned()
+            .collect();
+        model::capture_model(&backend, &info, &models_file, entry, &own, opts)?;
     }
     if opts.list_nodes {
         return Ok(());

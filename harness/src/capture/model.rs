@@ -15,8 +15,7 @@ use super::tokenize::{prepare_prompts, tokenize_corpus};
 use super::{decode, err, CaptureError, Options};
 use crate::reference::format::{
     KvTypeName, LlamaCppInfo, ModelCapture, ModelEntry, ModelsFile, PromptCapture, RunSettings,
-    FORMAT,
-    FORMAT_VERSION,
+    FORMAT, FORMAT_VERSION,
 };
 use crate::reference::inputs::PromptSource;
 use crate::reference::writer::{self, sha256_file};
@@ -85,13 +84,7 @@ pub(super) fn capture_model(
     }
     let facts = model.facts();
     let vocab = model.vocab_facts();
-    // The entry's own prompts, when it names them.
-    let prompts: Vec<PromptSource> = prompts
-        .iter()
-        .filter(|p| entry.prompts.as_ref().is_none_or(|ids| ids.contains(&p.id)))
-        .cloned()
-        .collect();
-    let runs = prepare_prompts(&model, entry, template.as_deref(), &prompts, input)?;
+    let runs = prepare_prompts(&model, entry, template.as_deref(), prompts, input)?;
 
     let max_t = runs.iter().map(|r| r.tokens.len()).max().unwrap_or(1);
     let n_batch = round_up(max_t.max(PROBE_LONG), 256) as u32;

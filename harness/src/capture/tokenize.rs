@@ -39,7 +39,8 @@ pub(super) fn prepare_prompts(
         _ => None,
     };
     let mut runs = Vec::new();
-    for p in prompts {
+    let wanted = |id: &String| entry.prompts.as_ref().is_none_or(|ids| ids.contains(id));
+    for p in prompts.iter().filter(|p| wanted(&p.id)) {
         let text = match p.kind {
             PromptKind::Text => inputs::read_text(input, &p.file)?,
             PromptKind::Chat => {

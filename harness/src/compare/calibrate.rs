@@ -21,7 +21,10 @@
 //!   agreement less 0.05 ([`CORPUS_TOP1_MARGIN`]);
 //! - `near_tie`: 1.5 (ci/thresholds.toml: quantization noise moves logits
 //!   by 0.3-0.5 RMS; the largest disagreement seen was 0.68), or twice the
-//!   largest margin at a disagreement if that is more.
+//!   largest margin at a disagreement if that is more;
+//! - `routing_tie` (a mixture of experts): the widest near-tie at which a
+//!   path chose other experts than the reference (measured without a
+//!   bound, as every limit here), times the headroom; 0 when none did.
 //!
 //! Every `hybrid:N` and expert-cache path is one `hybrid` entry (and
 //! `hybrid-vs-FIRST`), the worst over its splits, as the limits' lookup
@@ -33,6 +36,7 @@ use std::fmt::Write as _;
 use super::corpus::CorpusResult;
 use super::logits::LogitsResult;
 use super::report::{PromptReport, Report};
+use super::routing::ROUTING_TIE;
 use super::taps::TapsResult;
 use super::Path;
 
@@ -348,6 +352,33 @@ fn entry(
         }
         None => {
             let _ = writeln!(out, "near_tie = {NEAR_TIE}  # no disagreement measured");
+        }
+    }
+    // A mixture of experts: the widest near-tie that chose other experts.
+    let routed = ms
+        .iter()
+        .filter_map(|m| m.taps)
+        .any(|t| t.rows.iter().any(|r| r.name == "ffn_moe_topk"));
+    if routed {
+        let gaps = ms
+            .iter()
+            .filter_map(|m| Some((m.taps?.routing_set_gap?, m.at.clone())));
+        match worst_of(gaps, true) {
+            Some(w) => {
+                let _ = writeln!(
+                    out,
+                    "routing_tie = {}  # widest near-tie that chose other experts {} ({}), x{h}",
+                    limit_text(ceil125(w.value * h)),
+                    sci(w.value),
+                    w.at
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "routing_tie = 0  # no near-tie chose other experts: {ROUTING_TIE:.0e} of the larger alone"
+                );
+            }
         }
     }
 

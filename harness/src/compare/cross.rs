@@ -51,10 +51,14 @@ pub fn compare_taps(
     limits: &Limits,
 ) -> TapsResult {
     let mut out = TapsResult::default();
-    let routing = Routing::find(ours, |name, l| {
-        let b = base.iter().find(|b| b.name == name && b.layer == Some(l))?;
-        Some(b.rows.clone())
-    });
+    let routing = Routing::find(
+        ours,
+        |name, l| {
+            let b = base.iter().find(|b| b.name == name && b.layer == Some(l))?;
+            Some(b.rows.clone())
+        },
+        limits.routing_tie,
+    );
     let mut seen_layer = false;
     for tap in ours {
         seen_layer |= tap.layer.is_some();
@@ -70,25 +74,25 @@ pub fn compare_taps(
                 .push(format!("{label}: the {against} path has no such tap"));
             continue;
         };
-        let mut positions: Vec<usize> = tap
-            .rows
-            .keys()
-            .copied()
-            .filter(|&p| routing.keeps(&tap.name, tap.layer, p))
-            .collect();
+        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
         positions.sort_unstable();
-        if positions.is_empty() {
+        let (mut want, mut got, mut compared) = (Vec::new(), Vec::new(), 0);
+        let mut missing = false;
+        for p in &positions {
+            let Some(r) = b.rows.get(p) else {
+                missing = true;
+                break;
+            };
+            if let Some((t, o)) = routing.select(&tap.name, tap.layer, *p, r, &tap.rows[p]) {
+                want.extend_from_slice(&t);
+                got.extend_from_slice(&o);
+                compared += 1;
+            }
+        }
+        if compared == 0 && !missing {
             continue;
         }
-        let (mut want, mut got) = (Vec::new(), Vec::new());
-        for p in &positions {
-            match b.rows.get(p) {
-                Some(r) => want.extend_from_slice(r),
-                None => break,
-            }
-            got.extend_from_slice(&tap.rows[p]);
-        }
-        if want.len() != got.len() || want.is_empty() {
+        if missing || want.len() != got.len() || want.is_empty() {
             out.unmatched.push(format!(
                 "{label}: the {against} path holds other positions or widths"
             ));
@@ -98,12 +102,13 @@ pub fn compare_taps(
         out.push_measured(
             tap,
             (format!("{against}:{label}"), String::new()),
-            positions.len(),
+            compared,
             &want,
             &got,
             limit,
         );
     }
+    out.routing_set_gap = routing.set_gap;
     out.routing_near_ties = routing.notes;
     out
 }
@@ -129,6 +134,7 @@ mod tests {
             kld_max: 1.0,
             top1_min: 0.0,
             near_tie: 1.0,
+            routing_tie: 0.0,
             taps: BTreeMap::from([("default".to_string(), default)]),
             taps_layer0: BTreeMap::new(),
             corpus: None,

@@ -14,7 +14,7 @@ use super::report::{ModelReport, PromptReport};
 use super::{Failure, Report};
 
 /// The checks of one prompt on one path, in report order.
-pub const PROMPT_CHECKS: [&str; 10] = [
+pub const PROMPT_CHECKS: [&str; 11] = [
     "tokens",
     "taps",
     "logits_nmse",
@@ -23,6 +23,7 @@ pub const PROMPT_CHECKS: [&str; 10] = [
     "top1",
     "greedy",
     "vs",
+    "split",
     "corpus",
     "validation",
 ];
@@ -44,6 +45,7 @@ fn measured(p: &PromptReport, check: &str) -> bool {
         "logits_nmse" | "kld_mean" | "kld_max" | "top1" => p.logits.is_some(),
         "greedy" => p.greedy.is_some(),
         "vs" => p.vs.is_some(),
+        "split" => p.split.is_some(),
         "corpus" => p.corpus.is_some(),
         "validation" => p.validation_messages.is_some(),
         _ => false,

@@ -268,19 +268,21 @@ impl Shard {
 /// The slice (0-based) of every item, for `n` slices.
 pub fn assignment(items: &[Item], cost: &[f64], n: usize) -> Vec<usize> {
     let first_of = first_paths(items);
+    let split_of = split_refs(items);
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by(|&a, &b| cost[b].total_cmp(&cost[a]).then(a.cmp(&b)));
     let mut load = vec![0.0f64; n.max(1)];
     let mut has: Vec<HashSet<usize>> = vec![HashSet::new(); n.max(1)];
     let mut slice = vec![0usize; items.len()];
     for i in order {
-        // What item i adds to each slice: itself, and its prompt's first
-        // path when the slice lacks it.
+        // What item i adds to each slice: itself, its prompt's first path
+        // and (a hybrid split) its gpu path when the slice lacks them.
+        let needs = || first_of[i].into_iter().chain(split_of[i]);
         let extra = |s: usize| -> f64 {
-            match first_of[i] {
-                Some(f) if f != i && !has[s].contains(&f) => cost[f],
-                _ => 0.0,
-            }
+            needs()
+                .filter(|&f| f != i && !has[s].contains(&f))
+                .map(|f| cost[f])
+                .sum()
         };
         let best = (0..load.len())
             .min_by(|&a, &b| {
@@ -290,7 +292,7 @@ pub fn assignment(items: &[Item], cost: &[f64], n: usize) -> Vec<usize> {
             })
             .expect("at least one slice");
         load[best] += cost[i] + extra(best);
-        if let Some(f) = first_of[i] {
+        for f in needs() {
             has[best].insert(f);
         }
         has[best].insert(i);
@@ -328,13 +330,17 @@ pub fn path_kind(p: Path) -> &'static str {
 ///   path (the CPU);
 /// - for every model and path kind it has (gpu, hybrid, cache), its
 ///   cheapest item of that kind, and its cheapest fault-prone prompt on
-///   the GPU path;
+///   the GPU path (not for a `variant`: another capture of a GGUF the
+///   run has, with another KV cache type, whose fault-prone prompts the
+///   GPU already runs on the first capture);
 /// - for every fault-prone prompt, its cheapest item on the GPU path of
 ///   any model;
 /// - and the first path of each selected prompt (the reference of the
-///   others), which runs either way.
-pub fn quick(items: &[Item], cost: &[f64]) -> Vec<usize> {
+///   others) and the gpu path of each selected hybrid split (the reference
+///   of its hand-off check), which run either way.
+pub fn quick(items: &[Item], cost: &[f64], variant: &dyn Fn(&str) -> bool) -> Vec<usize> {
     let first = first_paths(items);
+    let split_of = split_refs(items);
     let mut pick = vec![false; items.len()];
     let cheapest = |pred: &dyn Fn(&Item) -> bool| -> Option<usize> {
         (0..items.len())
@@ -362,20 +368,25 @@ pub fn quick(items: &[Item], cost: &[f64]) -> Vec<usize> {
                 pick[i] = true;
             }
         }
+        if variant(m) {
+            continue;
+        }
         let prone_gpu = |it: &Item| it.model == m && prone(it) && it.path == Some(Path::Gpu);
         if let Some(i) = cheapest(&prone_gpu) {
             pick[i] = true;
         }
     }
     for p in FAULT_PRONE {
-        let of = |it: &Item| it.prompt.as_deref() == Some(*p) && it.path == Some(Path::Gpu);
+        let of = |it: &Item| {
+            it.prompt.as_deref() == Some(*p) && it.path == Some(Path::Gpu) && !variant(&it.model)
+        };
         if let Some(i) = cheapest(&of) {
             pick[i] = true;
         }
     }
     for i in 0..items.len() {
         if pick[i] {
-            if let Some(f) = first[i] {
+            for f in first[i].into_iter().chain(split_of[i]) {
                 pick[f] = true;
             }
         }
@@ -389,6 +400,22 @@ fn first_paths_of(items: &[Item], i: usize) -> bool {
     !items[..i]
         .iter()
         .any(|o| o.model == it.model && o.prompt == it.prompt)
+}
+
+/// For each `hybrid:N` item, the index of its prompt's `gpu` item (the
+/// reference of its state at the split, [`super::split`]), when `items`
+/// hold one before it.
+pub fn split_refs(items: &[Item]) -> Vec<Option<usize>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let (r, _) = super::split::reference(it.path?)?;
+            items[..i]
+                .iter()
+                .position(|o| o.model == it.model && o.prompt == it.prompt && o.path == Some(r))
+        })
+        .collect()
 }
 
 /// For each prompt item, the index of its prompt's first path (the
@@ -467,6 +494,46 @@ mod tests {
     }
 
     #[test]
+    fn quick_runs_a_kv_variant_without_its_fault_prone_gpu_items() {
+        let mut items = Vec::new();
+        for m in ["a", "a-kv"] {
+            items.push(Item::text(m));
+            for p in ["short", "long-context"] {
+                for path in [Path::Cpu, Path::Gpu] {
+                    items.push(Item::prompt(m, p, path));
+                }
+            }
+        }
+        // The variant's GPU items are the cheapest: without the rule they
+        // would be picked for the fault-prone prompt.
+        let cost: Vec<f64> = items
+            .iter()
+            .map(|it| match (it.model.as_str(), it.path) {
+                ("a", Some(Path::Gpu)) => 10.0,
+                _ => 1.0,
+            })
+            .collect();
+        let keys: Vec<String> = quick(&items, &cost, &|m| m == "a-kv")
+            .iter()
+            .map(|&i| items[i].key())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "a/text",
+                "a/short/cpu",
+                "a/short/gpu",
+                "a/long-context/cpu",
+                "a/long-context/gpu",
+                "a-kv/text",
+                "a-kv/short/cpu",
+                "a-kv/short/gpu",
+                "a-kv/long-context/cpu",
+            ]
+        );
+    }
+
+    #[test]
     fn quick_covers_every_model_path_kind_and_fault_prone_prompt() {
         let mut items = Vec::new();
         for m in ["a", "b"] {
@@ -495,7 +562,7 @@ mod tests {
                 m * p * k
             })
             .collect();
-        let keys: Vec<String> = quick(&items, &cost)
+        let keys: Vec<String> = quick(&items, &cost, &|_| false)
             .iter()
             .map(|&i| items[i].key())
             .collect();
@@ -517,6 +584,35 @@ mod tests {
                 "b/long-context/cpu",
                 "b/multilingual/cpu",
                 "b/multilingual/gpu",
+            ]
+        );
+    }
+
+    #[test]
+    fn quick_keeps_the_gpu_item_of_each_hybrid_split_it_picks() {
+        let mut items = vec![Item::text("a")];
+        for p in ["p1", "p2"] {
+            for path in [Path::Cpu, Path::Gpu, Path::Hybrid(1)] {
+                items.push(Item::prompt("a", p, path));
+            }
+        }
+        // p1 is the cheapest hybrid item, p2 the cheapest gpu item.
+        let cost = [0.1, 1.0, 30.0, 1.0, 1.0, 10.0, 5.0];
+        assert_eq!(split_refs(&items)[3], Some(2));
+        assert_eq!(split_refs(&items)[2], None);
+        let keys: Vec<String> = quick(&items, &cost, &|_| false)
+            .iter()
+            .map(|&i| items[i].key())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "a/text",
+                "a/p1/cpu",
+                "a/p1/gpu",
+                "a/p1/hybrid:1",
+                "a/p2/cpu",
+                "a/p2/gpu"
             ]
         );
     }

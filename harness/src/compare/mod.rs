@@ -11,8 +11,8 @@
 //! - [`taps`]: every intermediate tensor we emit against llama.cpp's graph
 //!   tensor of the same meaning (NMSE, max abs, cosine); the first one in
 //!   graph order over its limit is the first divergence ([`sink`] keeps
-//!   what the engine emits; [`routing`] leaves out positions after a
-//!   routing near-tie).
+//!   what the engine emits; [`routing`] judges experts routed differently
+//!   and says what a near-tie leaves out).
 //! - [`logits`]: NMSE of the last position's logits; KL divergence and
 //!   top-1 agreement at every prompt position.
 //! - [`greedy`]: our own greedy continuation against the captured one,
@@ -22,6 +22,8 @@
 //!   (`[model."gpu-vs-cpu"]`, `[model."hybrid-vs-cpu"]` for any
 //!   `hybrid:N` against the CPU); on a GPU path, the validation layer's
 //!   message count (any message fails).
+//! - [`split`]: a `hybrid:N` path's taps up to the first after its
+//!   hand-off against the `gpu` path's, at rounding.
 //!
 //! [`run`] does it all in-process and returns a [`Report`]; [`report`]
 //! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
@@ -50,6 +52,7 @@ pub mod run;
 mod sample;
 pub mod sampling;
 pub mod sink;
+pub mod split;
 pub mod taps;
 pub mod thresholds;
 pub mod tokens;
@@ -327,7 +330,8 @@ impl<'de> Deserialize<'de> for Paths {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
     /// "tokens", "taps", "logits_nmse", "kld_mean", "kld_max", "top1",
-    /// "greedy", "vs" (this path against the run's first path),
+    /// "greedy", "vs" (this path against the run's first path), "split"
+    /// (a hybrid path's state at its split against the gpu path's),
     /// "validation" (Vulkan validation messages), "tokenizer", "chat",
     /// "eog" (the end-of-generation token set), "sampling" (the sampler
     /// against llama.cpp's chain), "corpus" (the corpus item's

@@ -139,6 +139,7 @@ mod tests {
                 chat_renders: None,
                 prompts: vec![],
                 llama_cpp_version: None,
+                kv_type: None,
             }],
             files: vec![],
             total_bytes: 0,

@@ -13,6 +13,7 @@ use super::logits::LogitsResult;
 use super::matrix::Shard;
 use super::regression::BaselineComparison;
 use super::sampling::SamplingCheck;
+use super::split::SplitResult;
 use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
 use super::{Failure, Path, Paths};
@@ -120,6 +121,10 @@ pub struct PromptReport {
     pub greedy: Option<GreedyResult>,
     /// This path against the run's first path (None on the first path).
     pub vs: Option<CrossResult>,
+    /// `hybrid:N`: its state up to the split against the `gpu` path's
+    /// (None on other paths, or when the run has no `gpu` path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitResult>,
     /// The corpus item's figures (None for a prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<CorpusResult>,
@@ -143,6 +148,7 @@ impl PromptReport {
             logits: None,
             greedy: None,
             vs: None,
+            split: None,
             corpus: None,
             validation_messages: None,
             failures: Vec::new(),
@@ -323,6 +329,9 @@ impl Report {
                 if let Some(v) = &p.vs {
                     rows.push(cross_row(p, v));
                 }
+                if let Some(s) = &p.split {
+                    rows.push(split_row(p, s));
+                }
             }
             if let Some(t) = &m.tokenizer {
                 let ok = t.compared - t.mismatches.len();
@@ -481,6 +490,23 @@ fn cross_row(p: &PromptReport, v: &CrossResult) -> Vec<String> {
         String::new(),
         if pass { "PASS" } else { "FAIL" }.into(),
     ]
+}
+
+/// The row of a hybrid path's state at its split against the gpu path's
+/// ("hybrid:2@2~gpu": up to layer 2's attn_norm).
+fn split_row(p: &PromptReport, s: &SplitResult) -> Vec<String> {
+    let t = &s.taps;
+    let taps = match &t.first_divergence {
+        None if t.unmatched.is_empty() => format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse())),
+        None => format!("{} not comparable", t.unmatched.len()),
+        Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+    };
+    let pass = !p.failures.iter().any(|f| f.check == "split");
+    let mut row = vec![String::new(); 11];
+    row[2] = format!("{}@{}~{}", p.path, s.layer, s.against);
+    row[4] = taps;
+    row[10] = if pass { "PASS" } else { "FAIL" }.into();
+    row
 }
 
 fn write_table(out: &mut String, rows: &[Vec<String>]) {

@@ -46,6 +46,7 @@ fn taps(layers: usize, scale: f64, reference: &str) -> TapsResult {
         first_divergence,
         unmatched: Vec::new(),
         routing_near_ties: Vec::new(),
+        routing_set_gap: None,
     }
 }
 

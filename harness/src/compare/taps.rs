@@ -68,9 +68,13 @@ pub struct TapsResult {
     pub first_divergence: Option<TapRow>,
     /// Taps we emitted that could not be compared, and why.
     pub unmatched: Vec<String>,
-    /// Positions left out from a layer on: routed there differently at a
-    /// near-tie of the router probabilities ([`super::routing`]).
+    /// Routing differences: each near-tie and what it left out, or why a
+    /// difference is not one ([`super::routing`]).
     pub routing_near_ties: Vec<String>,
+    /// The largest gap of the accepted near-ties that chose other experts
+    /// (what `routing_tie` is calibrated from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_set_gap: Option<f64>,
 }
 
 impl TapsResult {
@@ -163,17 +167,21 @@ fn reference_at(
 pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResult {
     let n_tokens = data.tokens().len();
     let mut out = TapsResult::default();
-    let routing = Routing::find(ours, |name, l| {
-        let (_, _, positions, values) = reference_at(data, name, Some(l), n_tokens).ok()?;
-        let w = values.len() / positions.len().max(1);
-        Some(
-            positions
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| (p, values[i * w..(i + 1) * w].to_vec()))
-                .collect(),
-        )
-    });
+    let routing = Routing::find(
+        ours,
+        |name, l| {
+            let (_, _, positions, values) = reference_at(data, name, Some(l), n_tokens).ok()?;
+            let w = values.len() / positions.len().max(1);
+            Some(
+                positions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &p)| (p, values[i * w..(i + 1) * w].to_vec()))
+                    .collect(),
+            )
+        },
+        limits.routing_tie,
+    );
     let mut seen_layer = false;
     for tap in ours {
         seen_layer |= tap.layer.is_some();
@@ -201,9 +209,11 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
                 missing = true;
                 break;
             }
-            if routing.keeps(&tap.name, tap.layer, p) {
-                want.extend_from_slice(&reference[i * w..(i + 1) * w]);
-                got.extend_from_slice(r);
+            if let Some((t, o)) =
+                routing.select(&tap.name, tap.layer, p, &reference[i * w..(i + 1) * w], r)
+            {
+                want.extend_from_slice(&t);
+                got.extend_from_slice(&o);
                 compared += 1;
             }
         }
@@ -221,6 +231,7 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
         let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
         out.push_measured(tap, (key, op), compared, &want, &got, limit);
     }
+    out.routing_set_gap = routing.set_gap;
     out.routing_near_ties = routing.notes;
     out
 }

@@ -8,6 +8,7 @@
 //! kld_max = 0.1
 //! top1_min = 0.9
 //! near_tie = 0.5
+//! routing_tie = 5e-3  # a mixture of experts: see compare::routing
 //!
 //! [smollm2-135m-instruct-q4_1.cpu.taps]
 //! default = 1e-2      # any tap not named here
@@ -52,6 +53,13 @@ pub struct Limits {
     /// ours by less than this (reported, not a failure); by more, or when
     /// ours is not in its top-64, a failure.
     pub near_tie: f64,
+    /// A mixture of experts: where we choose other experts than the
+    /// reference, the largest gap in the reference's router probabilities
+    /// between an expert it chose and one it did not that is a near-tie
+    /// (absolute; a gap within [`super::routing::ROUTING_TIE`] of the larger
+    /// is one in any case). Absent: 0, that relative bound alone.
+    #[serde(default)]
+    pub routing_tie: f64,
     /// NMSE limit of each tap, by our tap name ("Qcur", "ffn_out", ...);
     /// `default` for the names not listed.
     pub taps: BTreeMap<String, f64>,
@@ -90,6 +98,7 @@ impl Limits {
         bad("kld_mean", self.kld_mean)?;
         bad("kld_max", self.kld_max)?;
         bad("near_tie", self.near_tie)?;
+        bad("routing_tie", self.routing_tie)?;
         if !(0.0..=1.0).contains(&self.top1_min) {
             return Err(format!(
                 "{at}: top1_min = {} (a fraction, 0..=1)",

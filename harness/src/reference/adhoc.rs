@@ -300,10 +300,10 @@ pub fn prepare(req: &AdhocRequest) -> Result<Prepared, String> {
         sha256,
         architecture,
         has_chat_template,
+        prompts: None,
         tap_prompts: None,
         min_first_token_margin: None,
         kv_type: None,
-        prompts: None,
     };
     let settings = CaptureConfig {
         threads: req.threads,
@@ -426,8 +426,10 @@ mod tests {
             sha256: "0".repeat(64),
             architecture: "llama".into(),
             has_chat_template: true,
+            prompts: None,
             tap_prompts: None,
             min_first_token_margin: None,
+            kv_type: None,
         };
         write_inputs(&dir, settings.clone(), model, &prompts).unwrap();
         let models = load_models_file(&dir).unwrap();

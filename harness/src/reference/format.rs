@@ -57,6 +57,12 @@ pub struct ModelEntry {
     /// Whether the GGUF has `tokenizer.chat_template`; checked before
     /// capturing. Chat-formatted prompts are captured only for such models.
     pub has_chat_template: bool,
+    /// Prompts (ids) captured for this model; absent: every prompt of
+    /// `prompts/` (chat prompts only where the model has a template). A
+    /// model made for one purpose (`synth-qwen3-bigscores`: large attention
+    /// scores) keeps the budget with a few.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Vec<String>>,
     /// Prompts (ids) whose graph tensors are recorded; absent: every prompt.
     /// Lets a model's entry stay within the size budget (taps cost about
     /// 1.3 MiB per prompt for a 30-layer model; see README.md).
@@ -75,9 +81,6 @@ pub struct ModelEntry {
     /// GGUF can be listed twice, once per type, under two ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_type: Option<KvTypeName>,
-    /// Only these prompts (ids) are captured; absent: every prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompts: Option<Vec<String>>,
 }
 
 /// A KV cache element type, as models.json names it.

@@ -447,8 +447,10 @@ mod tests {
                 sha256: "0".repeat(64),
                 architecture: "llama".into(),
                 has_chat_template: false,
+                prompts: None,
                 tap_prompts: None,
                 min_first_token_margin: Some(0.5),
+                kv_type: None,
             }],
         };
         write_file(&dir.join("models.json"), &json_bytes(&models)).unwrap();

@@ -60,6 +60,23 @@ impl VulkanBackend {
         Ok(id)
     }
 
+    /// An activation buffer of `bytes` usable bytes with a sentinel tail,
+    /// every word set to `fill` (zeros, or the poison of test builds:
+    /// [`crate::poison`]) at the next submission.
+    pub(super) fn new_buffer_filled(&mut self, name: &str, bytes: u64, fill: f32) -> VkResult<u32> {
+        let id = self.new_buffer(name, bytes, true, fill.to_bits() == 0)?;
+        if fill.to_bits() != 0 {
+            let size = self.slots[id as usize].usable;
+            self.cmds.push(Cmd::Fill {
+                buf: id,
+                offset: 0,
+                size,
+                value: fill.to_bits(),
+            });
+        }
+        Ok(id)
+    }
+
     /// The weight behind a handle.
     pub fn weight(&self, w: Weight) -> &GpuWeight {
         &self.weights[w.0 as usize]

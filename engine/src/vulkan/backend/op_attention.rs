@@ -238,6 +238,12 @@ pub(super) fn attention(
         (KvType::F32, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F32,
         (KvType::F16, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F16,
     };
+    #[cfg(feature = "fault-injection")]
+    let shader = if fault::active("gpu-softmax-unshifted") {
+        unshifted(shader)
+    } else {
+        shader
+    };
     let binds = [
         Bind::act(q),
         Bind {
@@ -262,6 +268,47 @@ pub(super) fn attention(
     };
     b.dispatch(shader, &binds, &push, groups);
 }
+
+/// The variant of an attention shader whose online softmax skips the
+/// max subtraction (fault `gpu-softmax-unshifted`; engine/build/variants.rs
+/// `FAULT`, compiled only with the feature).
+#[cfg(feature = "fault-injection")]
+fn unshifted(s: &'static shaders::Shader) -> &'static shaders::Shader {
+    [
+        (&shaders::ATTENTION_F32, &shaders::ATTENTION_F32_UNSHIFTED),
+        (&shaders::ATTENTION_F16, &shaders::ATTENTION_F16_UNSHIFTED),
+        (
+            &shaders::ATTENTION_CPU_F32,
+            &shaders::ATTENTION_CPU_F32_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_CPU_F16,
+            &shaders::ATTENTION_CPU_F16_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_KEYS_CPU_F32,
+            &shaders::ATTENTION_KEYS_CPU_F32_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_KEYS_CPU_F16,
+            &shaders::ATTENTION_KEYS_CPU_F16_UNSHIFTED,
+        ),
+    ]
+    .into_iter()
+    .find(|(clean, _)| clean.index == s.index)
+    .map_or(s, |(_, faulty)| faulty)
+}
+
+#[cfg(feature = "fault-injection")]
+const _: () = {
+    let size = std::mem::size_of::<AttnPush>();
+    assert!(size == shaders::ATTENTION_F32_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_F16_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_CPU_F32_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_CPU_F16_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_KEYS_CPU_F32_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_KEYS_CPU_F16_UNSHIFTED.push_constant_size as usize);
+};
 
 #[cfg(test)]
 mod tests {

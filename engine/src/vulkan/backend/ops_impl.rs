@@ -115,7 +115,7 @@ impl Ops for VulkanBackend {
     fn alloc(&mut self, rows: usize, width: usize) -> Result<Act, BackendError> {
         let bytes = (rows * width * 4) as u64;
         let id = self
-            .new_buffer("activation", bytes, true, true)
+            .new_buffer_filled("activation", bytes, crate::poison::fill())
             .map_err(|e| self.vk_err("activations", bytes, e))?;
         Ok(Act::new(id, rows, width))
     }

@@ -10,6 +10,7 @@ use super::Options;
 use crate::compare::cross::{self, CrossResult, PathOutputs};
 use crate::compare::report::PromptReport;
 use crate::compare::sink::TapSink;
+use crate::compare::split::{self, SplitResult};
 use crate::compare::thresholds::Limits;
 use crate::compare::{greedy, logits, taps, within, Failure};
 use crate::reference::arrays::TopKTable;
@@ -82,6 +83,37 @@ pub(super) fn cross_check(
         taps,
         logits: l,
     }
+}
+
+/// This hybrid path's taps up to its split against `base`'s (the `gpu`
+/// path's), `n` the first layer on the CPU; failures under "split".
+pub(super) fn split_check(
+    base: &PathOutputs,
+    ours: &PathOutputs,
+    n: usize,
+    r: &mut PromptReport,
+) -> SplitResult {
+    let s = split::compare(&base.taps, &ours.taps, base.path, n);
+    if let Some(d) = &s.taps.first_divergence {
+        r.failures.push(Failure::new(
+            "split",
+            format!(
+                "against {} up to layer {n}'s attn_norm (the first tap after the hand-off): first divergence: layer {} {}: NMSE {:.3e} > {:.1e}",
+                base.path,
+                d.layer.map_or("-".to_string(), |l| l.to_string()),
+                d.name,
+                d.nmse,
+                d.limit
+            ),
+        ));
+    }
+    if !s.taps.unmatched.is_empty() {
+        r.failures.push(Failure::new(
+            "split",
+            format!("not comparable: {}", s.taps.unmatched.join("; ")),
+        ));
+    }
+    s
 }
 
 /// Runs the engine on the captured ids and fills taps, logits and greedy.
@@ -248,7 +280,9 @@ pub(super) fn engine_checks(
     }
     r.logits = Some(l);
 
-    // Greedy continuation, from the prompt's last logits.
+    // Greedy continuation, from the prompt's last logits. A failure here
+    // (logits without a number, say) keeps the prompt's outputs: the
+    // comparisons with other paths still see them.
     let g = greedy::run(
         data.greedy_tokens(),
         |i| data.greedy_step(i),
@@ -261,7 +295,26 @@ pub(super) fn engine_checks(
                 .map(|l| l.to_vec())
                 .map_err(|e| e.to_string())
         },
-    )?;
+    );
+    match g {
+        Ok(g) => greedy_failure(g, limits, r),
+        Err(e) => r.failures.push(Failure::new("engine", e)),
+    }
+    let taps = sink.map(|s| s.taps).unwrap_or_default();
+    Ok((
+        PathOutputs {
+            path: r.path,
+            taps,
+            top,
+            last,
+        },
+        cross_positions,
+    ))
+}
+
+/// Records greedy result `g`, and its failure if it diverged beyond a
+/// near-tie.
+fn greedy_failure(g: greedy::GreedyResult, limits: &Limits, r: &mut PromptReport) {
     if g.outcome == greedy::Outcome::Diverged {
         let m = g.mismatch.as_ref().expect("a divergence has a mismatch");
         r.failures.push(Failure::new(
@@ -279,14 +332,4 @@ pub(super) fn engine_checks(
         ));
     }
     r.greedy = Some(g);
-    let taps = sink.map(|s| s.taps).unwrap_or_default();
-    Ok((
-        PathOutputs {
-            path: r.path,
-            taps,
-            top,
-            last,
-        },
-        cross_positions,
-    ))
 }

@@ -174,7 +174,8 @@ fn select(
     let (plans, mut items) = matrix::plan(opts, data);
     let mut cost = opts.costs.estimate(&items);
     if opts.quick {
-        let keep = matrix::quick(&items, &cost);
+        let variants = kv_variants(data);
+        let keep = matrix::quick(&items, &cost, &|m| variants.iter().any(|v| v == m));
         items = keep.iter().map(|&i| items[i].clone()).collect();
         cost = keep.iter().map(|&i| cost[i]).collect();
     }
@@ -183,6 +184,22 @@ fn select(
         None => (0..items.len()).collect(),
     };
     (plans, items, cost, picked)
+}
+
+/// The models that are another capture of a GGUF listed before them in the
+/// manifest, with another KV cache type (`...-kv-f16`).
+fn kv_variants(data: &ReferenceData) -> Vec<String> {
+    let models = &data.manifest().models;
+    models
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| {
+            models[..*i]
+                .iter()
+                .any(|o| o.file == m.file && o.kv_type() != m.kv_type())
+        })
+        .map(|(_, m)| m.id.clone())
+        .collect()
 }
 
 /// Runs the comparison. Errors are about the setup (unreadable reference

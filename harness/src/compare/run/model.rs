@@ -16,7 +16,7 @@ use engine::tokenizer::Tokenizer;
 use engine::vulkan::VulkanOptions;
 
 use super::corpus_item::CorpusRun;
-use super::engine_checks::{cross_check, engine_checks};
+use super::engine_checks::{cross_check, engine_checks, split_check};
 use super::progress::Progress;
 use super::text_checks::{
     chat_template, corpus_check, eog_check, prompt_tokens, render_check, sampling_check,
@@ -25,6 +25,7 @@ use super::Options;
 use crate::compare::cross::PathOutputs;
 use crate::compare::matrix::Item;
 use crate::compare::report::{ModelReport, PromptReport};
+use crate::compare::split;
 use crate::compare::thresholds::Limits;
 use crate::compare::tokens::PromptTokens;
 use crate::compare::{Failure, Path};
@@ -315,11 +316,29 @@ impl ModelCtx<'_> {
         let mut out = Vec::new();
         let mut baseline: Option<PathOutputs> = None;
         let others = want.iter().skip(1).any(|&w| w);
+        // The paths the wanted hybrid paths' splits are checked against
+        // (`gpu`), run where the run has them, reported or not.
+        let split_refs: Vec<Path> = self
+            .paths
+            .iter()
+            .zip(want)
+            .filter(|&(_, &w)| w)
+            .filter_map(|(&p, _)| split::reference(p).map(|(r, _)| r))
+            .filter(|r| self.paths.contains(r))
+            .collect();
+        let mut split_outputs: HashMap<Path, PathOutputs> = HashMap::new();
         for (i, &path) in self.paths.iter().enumerate() {
-            if !(want[i] || (i == 0 && others)) {
+            let is_ref = split_refs.contains(&path);
+            if !(want[i] || (i == 0 && others) || is_ref) {
                 continue;
             }
-            let (p, outputs) = self.run_prompt(&data, prompt, path, &tokens, baseline.as_ref());
+            let split_base =
+                split::reference(path).and_then(|(r, n)| split_outputs.get(&r).map(|o| (o, n)));
+            let (p, outputs) =
+                self.run_prompt(&data, prompt, path, &tokens, baseline.as_ref(), split_base);
+            if let (true, Some(o)) = (is_ref, &outputs) {
+                split_outputs.insert(path, o.clone());
+            }
             if i == 0 {
                 baseline = outputs;
             }
@@ -343,6 +362,7 @@ fn unlimited() -> Limits {
         kld_max: f64::INFINITY,
         top1_min: 0.0,
         near_tie: f64::INFINITY,
+        routing_tie: f64::INFINITY,
         taps: [("default".to_string(), f64::INFINITY)].into(),
         taps_layer0: Default::default(),
         corpus: None,
@@ -359,6 +379,7 @@ impl ModelCtx<'_> {
         path: Path,
         tokens: &Result<PromptTokens, String>,
         baseline: Option<&PathOutputs>,
+        split_base: Option<(&PathOutputs, usize)>,
     ) -> (PromptReport, Option<PathOutputs>) {
         let opts = self.opts;
         let model_id = self.model_ref.id();
@@ -406,6 +427,9 @@ impl ModelCtx<'_> {
         let outputs = outputs.map(|(o, per_position)| {
             if let (Some(base), Some(l)) = (baseline, &cross_limits) {
                 r.vs = Some(cross_check(base, &o, per_position, l, &mut r));
+            }
+            if let Some((base, n)) = split_base.filter(|(b, _)| !b.taps.is_empty()) {
+                r.split = Some(split_check(base, &o, n, &mut r));
             }
             o
         });
