@@ -99,7 +99,10 @@ fn large_cpu_limit(ty: GgmlType) -> f64 {
     use GgmlType::*;
     match ty {
         F32 => 1.5e-11,
-        _ => vulkan_support::weights::cpu_limit(ty),
+        F16 | BF16 => vulkan_support::weights::cpu_limit(ty),
+        // 256 blocks of 32 per row: more f32 additions in another order
+        // than vulkan_matmul.rs's rows; measured at most 5.2e-13 (Q4_1).
+        _ => 2e-12,
     }
 }
 
@@ -167,10 +170,19 @@ fn nan_and_inf_activations_every_type() {
             let what = format!("{src:?} {layout:?}");
             check_specials(&what, ty, &g, &want);
             within_f32_bound(ty, &what, &g, &want, n_in);
-            // The CPU's classes (float weights: row 0 is all finite and
-            // matches the CPU as in vulkan_matmul.rs; the others' classes
-            // are IEEE's on both).
-            classes_and_nmse(&what, &c, &g);
+            if matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+                // The CPU's classes (row 0 is all finite and matches the
+                // CPU as in vulkan_matmul.rs; the others' are IEEE's).
+                classes_and_nmse(&what, &c, &g);
+            } else {
+                // Finite where the CPU's SIMD kernels are: a block scale of
+                // inf times a lane sum of 0 is NaN there and ±inf here (in
+                // the scalar kernels' one sum per block), so only
+                // finiteness is compared.
+                for (i, (a, b)) in c.iter().zip(&g).enumerate() {
+                    assert_eq!(a.is_finite(), b.is_finite(), "{what}: out[{i}] CPU {a:e}, GPU {b:e}");
+                }
+            }
             // Either way, the finite row 0 is finite on both.
             assert!(
                 c[..40].iter().chain(&g[..40]).all(|v| v.is_finite()),

@@ -70,7 +70,13 @@ pub fn reference_dot(ty: GgmlType, wr: &[u8], wr_deq: &[f32], x: &[f32]) -> (f64
         // Q2_K..Q6_K blocks are sums of lane (or scale and min) terms that
         // may cancel: their absolute values add up to at most about
         // Σ |w · x| (the min terms and x's rounding within that again).
-        abs += 2.0 * dot_f64(wr_deq, x).1;
+        let lanes: f64 = wr_deq
+            .iter()
+            .zip(x)
+            .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+            .filter(|v| v.is_finite())
+            .sum();
+        abs += 2.0 * lanes;
     }
     (sum, abs)
 }

@@ -4,13 +4,16 @@
 //! `op_matmul.rs` and `op_matmul_id.rs` (`shaders/quantize_act.comp`;
 //! layouts in `shaders/common/act.glsl`).
 //!
-//! The quantized rows live in a scratch buffer of the backend, in
-//! [`REGIONS`] regions used in turn, so that products reading one region do
-//! not wait for the quantization of the next. A region remembers what it
-//! holds: a product whose input was quantized to the same format since the
-//! last submission, and not written since (Q, K and V of one norm output;
-//! gate and up), reads the same region again.
+//! The quantized rows of an activation buffer live in a buffer of its own,
+//! its twin (made at its first quantization, [`twin_bytes`] long: what
+//! `setup::bytes` counts for every GPU activation buffer), at the block
+//! index of the rows' first element, so that every view of the buffer has
+//! its own place. A twin remembers what it holds: a product whose input
+//! was quantized to the same format since the last submission, and not
+//! written since (Q, K and V of one norm output; gate and up), reads it
+//! again.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use super::{Bind, VulkanBackend};
@@ -18,9 +21,6 @@ use crate::fault;
 use crate::ggml_type::GgmlType;
 use crate::ops::Act;
 use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// Scratch regions used in turn.
-const REGIONS: usize = 4;
 
 /// The push block of `quantize_act.comp`: `n_seg` segments of 32 elements
 /// from element `x_offset` of x, blocks written from word `out_offset`.
@@ -62,12 +62,6 @@ pub fn block_layout(fmt: GgmlType) -> (usize, usize) {
     }
 }
 
-/// Device bytes of `elems` activations in `fmt` (whole blocks).
-pub fn device_bytes(fmt: GgmlType, elems: usize) -> usize {
-    let (bytes, per) = block_layout(fmt);
-    elems / per * bytes
-}
-
 /// The quantizer of `fmt` (with fault `gpu-act-f16-truncate`, the variant
 /// whose f16 scale is truncated).
 fn shader(fmt: GgmlType) -> &'static Shader {
@@ -99,25 +93,34 @@ fn truncating(s: &'static Shader) -> &'static Shader {
     s
 }
 
-/// What one scratch region holds: `src`'s elements `elems` in `fmt`, as
-/// quantized by the command at `cmd` of the list of submission `gen`.
+/// Bytes of the twin of an activation buffer of `elems` f32 elements:
+/// room for any of the formats (Q8_K's 292 bytes per 256 elements is the
+/// most), whole blocks.
+pub fn twin_bytes(elems: u64) -> u64 {
+    elems.div_ceil(256) * 292
+}
+
+/// What a twin holds: its source's bytes `src` in `fmt` at its bytes `at`,
+/// as quantized by the command at `cmd` of the list of submission `gen`.
 #[derive(Clone, Debug)]
 struct Held {
-    src: u32,
-    bytes: Range<u64>,
+    src: Range<u64>,
+    at: Range<u64>,
     fmt: GgmlType,
     cmd: usize,
     gen: usize,
 }
 
-/// The backend's scratch for quantized activations.
+/// A twin: its buffer slot and what it holds.
+struct Twin {
+    slot: u32,
+    held: Vec<Held>,
+}
+
+/// The backend's twins, by source buffer slot.
 #[derive(Default)]
 pub(super) struct ActScratch {
-    /// Buffer slot and bytes per region (0: none yet).
-    buf: Option<u32>,
-    region_bytes: u64,
-    next: usize,
-    held: [Option<Held>; REGIONS],
+    twins: HashMap<u32, Twin>,
 }
 
 /// Where quantized activations are: a binding for the products and the
@@ -128,98 +131,81 @@ pub(super) struct Quantized {
 }
 
 /// `x` (whole rows, a multiple of the block size per row) in `fmt` on the
-/// device: quantized now, or the region that already holds it.
+/// device: quantized now, or where its twin already holds it.
 pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<Quantized> {
-    let (_, per) = block_layout(fmt);
+    let (bb, per) = block_layout(fmt);
     let elems = x.elems();
     assert!(
-        x.width().is_multiple_of(per),
+        x.width().is_multiple_of(per) && elems.start.is_multiple_of(per),
         "quantize: rows of {} are not whole {}-element blocks",
         x.width(),
         per
     );
-    let need = device_bytes(fmt, elems.len()) as u64;
-    let src_bytes = elems.start as u64 * 4..elems.end as u64 * 4;
+    let src = elems.start as u64 * 4..elems.end as u64 * 4;
+    let at = (elems.start / per * bb) as u64..(elems.end / per * bb) as u64;
     let gen = b.stats.submissions;
-    // A region holding x in fmt, with no write to x recorded since.
-    let found = (0..REGIONS).find(|&r| {
-        b.act_scratch.held[r].as_ref().is_some_and(|h| {
-            h.src == x.id()
-                && h.bytes == src_bytes
-                && h.fmt == fmt
-                && h.gen == gen
-                && h.cmd < b.cmds.len()
-                && !b.cmds[h.cmd + 1..].iter().any(|c| {
-                    c.access().iter().any(|a| {
-                        a.write
-                            && a.buf == x.id()
-                            && a.range.start < src_bytes.end
-                            && src_bytes.start < a.range.end
-                    })
-                })
-        })
-    });
-    let s = &b.act_scratch;
-    if let (Some(r), Some(buf)) = (found, s.buf) {
-        let at = r as u64 * s.region_bytes;
-        return Some(Quantized {
-            bind: Bind {
-                buf,
-                bytes: at..at + need,
-            },
-            word0: (at / 4) as u32,
-        });
-    }
-    if s.buf.is_none() || need > s.region_bytes {
-        let region_bytes = need.next_power_of_two().max(4096);
-        let slot = match b.new_buffer(
-            "quantized activations",
-            region_bytes * REGIONS as u64,
-            false,
-            false,
-        ) {
-            Ok(slot) => slot,
+    if !b.act_scratch.twins.contains_key(&x.id()) {
+        let bytes = twin_bytes(b.buffer_bytes(x.id()) / 4);
+        match b.new_buffer("quantized activations", bytes, false, false) {
+            Ok(slot) => {
+                b.act_scratch.twins.insert(
+                    x.id(),
+                    Twin {
+                        slot,
+                        held: Vec::new(),
+                    },
+                );
+            }
             Err(e) => {
-                let e = b.vk_err("quantized activations", region_bytes * REGIONS as u64, e);
+                let e = b.vk_err("quantized activations", bytes, e);
                 b.fail(e);
                 return None;
             }
-        };
-        b.act_scratch = ActScratch {
-            buf: Some(slot),
-            region_bytes,
-            ..ActScratch::default()
-        };
+        }
     }
-    let s = &mut b.act_scratch;
-    let buf = s.buf.expect("made above");
-    let r = s.next;
-    s.next = (r + 1) % REGIONS;
-    let at = r as u64 * s.region_bytes;
-    let out = Bind {
-        buf,
-        bytes: at..at + need,
+    let twin = &b.act_scratch.twins[&x.id()];
+    let slot = twin.slot;
+    let bind = Bind {
+        buf: slot,
+        bytes: at.clone(),
     };
+    let word0 = u32::try_from(at.start / 4).expect("twin offsets fit u32");
+    // Held already, with no write to x recorded since.
+    let held = twin.held.iter().any(|h| {
+        h.src == src
+            && h.fmt == fmt
+            && h.gen == gen
+            && h.cmd < b.cmds.len()
+            && !b.cmds[h.cmd + 1..].iter().any(|c| {
+                c.access().iter().any(|a| {
+                    a.write && a.buf == x.id() && a.range.start < src.end && src.start < a.range.end
+                })
+            })
+    });
+    if held {
+        return Some(Quantized { bind, word0 });
+    }
     let sh = shader(fmt);
     let push = QuantizePush {
         n_seg: u32::try_from(elems.len() / 32).expect("activations fit u32"),
         x_offset: u32::try_from(elems.start).expect("activations fit u32"),
-        out_offset: (at / 4) as u32,
+        out_offset: word0,
     };
     let groups = b.groups_1d(sh, u64::from(push.n_seg));
-    b.dispatch(sh, &[Bind::act(x), out.clone()], &push, groups);
+    b.dispatch(sh, &[Bind::act(x), bind.clone()], &push, groups);
     let cmd = b.cmds.len().saturating_sub(1);
-    b.act_scratch.held[r] = Some(Held {
-        src: x.id(),
-        bytes: src_bytes,
+    let twin = b.act_scratch.twins.get_mut(&x.id()).expect("made above");
+    twin
+        .held
+        .retain(|h| h.at.end <= at.start || at.end <= h.at.start);
+    twin.held.push(Held {
+        src,
+        at,
         fmt,
         cmd,
         gen,
     });
-    Some(Quantized {
-        bind: out,
-        word0: push.out_offset,
-    })
+    Some(Quantized { bind, word0 })
 }
 
 /// For tests: `x` quantized to `fmt` on the device, read back in ggml's
