@@ -180,7 +180,11 @@ fn nan_and_inf_activations_every_type() {
                 // the scalar kernels' one sum per block), so only
                 // finiteness is compared.
                 for (i, (a, b)) in c.iter().zip(&g).enumerate() {
-                    assert_eq!(a.is_finite(), b.is_finite(), "{what}: out[{i}] CPU {a:e}, GPU {b:e}");
+                    assert_eq!(
+                        a.is_finite(),
+                        b.is_finite(),
+                        "{what}: out[{i}] CPU {a:e}, GPU {b:e}"
+                    );
                 }
             }
             // Either way, the finite row 0 is finite on both.

@@ -19,12 +19,12 @@ use crate::vulkan_support;
 
 use engine::ggml_type::WEIGHT_TYPES as TYPES;
 use engine::ops::Ops;
+use engine::ops::WeightSource;
 use engine::vulkan::KernelLayout;
 use engine::GgmlType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::cell::{Cell, RefCell};
-use engine::ops::WeightSource;
 use vulkan_support::weights::{cpu_limit, reference_bound, reference_dot, weight, LIMIT_F64};
 use vulkan_support::{bits, nmse, values, Both, Pair};
 

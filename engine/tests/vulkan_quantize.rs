@@ -18,7 +18,8 @@ const FORMATS: [GgmlType; 3] = [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K];
 fn rows() -> Vec<(String, Vec<f32>)> {
     let n = 512;
     let mut out = Vec::new();
-    let scaled = |seed: u64, s: f32| -> Vec<f32> { values(seed, n).iter().map(|v| v * s).collect() };
+    let scaled =
+        |seed: u64, s: f32| -> Vec<f32> { values(seed, n).iter().map(|v| v * s).collect() };
     out.push(("uniform [-1, 1]".to_string(), values(1, n)));
     out.push(("zeros".to_string(), vec![0.0; n]));
     out.push(("negative zeros".to_string(), vec![-0.0; n]));
@@ -126,7 +127,11 @@ fn device_quantizer_matches_the_cpu_bit_for_bit() {
     for f in &failures {
         eprintln!("{f}");
     }
-    assert!(failures.is_empty(), "{} cases differ (above)", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} cases differ (above)",
+        failures.len()
+    );
     p.finish("quantize");
 }
 
@@ -148,4 +153,42 @@ fn device_quantizer_matches_the_cpu_on_random_rows() {
         }
     }
     p.finish("quantize random");
+}
+
+/// Timing of the quantizer and the products on this device (a development
+/// tool: `cargo test --release --test vulkan quantize_timing -- --ignored
+/// --nocapture`).
+#[test]
+#[ignore]
+fn quantize_timing() {
+    use engine::ops::WeightSource;
+    use std::time::Instant;
+    let mut p = Pair::new();
+    let n = 576;
+    let x = values(1, n);
+    let a = p.gpu.alloc(1, n).unwrap();
+    p.gpu.write(a, &x).unwrap();
+    let t = Instant::now();
+    for _ in 0..20 {
+        p.gpu.quantize_act(a, GgmlType::Q8_1).unwrap();
+    }
+    eprintln!("quantize 576 Q8_1: {:?} each", t.elapsed() / 20);
+    for (ty, n_out) in [(GgmlType::Q4_1, 1536), (GgmlType::Q8_0, 49152)] {
+        let (src, _): (WeightSource, _) = vulkan_support::weights::weight(ty, n, n_out, 3);
+        let (_, wg) = p.weight(&src);
+        let o = p.gpu.alloc(1, n_out).unwrap();
+        let mut out = vec![0.0; n_out];
+        p.gpu.matmul(wg, a, o);
+        p.gpu.read(o, &mut out).unwrap();
+        let t = Instant::now();
+        for _ in 0..10 {
+            p.gpu.matmul(wg, a, o);
+            p.gpu.read(o, &mut out).unwrap();
+        }
+        eprintln!(
+            "matvec {} 576 x {n_out}: {:?} each",
+            ty.name(),
+            t.elapsed() / 10
+        );
+    }
 }

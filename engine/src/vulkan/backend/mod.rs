@@ -47,8 +47,8 @@ use super::{
 use crate::ops::{BackendError, Ops};
 use cmd::Cmd;
 use hazard::Access;
-use resources::Slot;
 pub use op_quantize::twin_bytes;
+use resources::Slot;
 pub use resources::{Bind, GpuKv, GpuWeight, WeightChunk};
 
 /// Bytes after every activation and KV buffer that must keep

@@ -195,8 +195,7 @@ pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<
     b.dispatch(sh, &[Bind::act(x), bind.clone()], &push, groups);
     let cmd = b.cmds.len().saturating_sub(1);
     let twin = b.act_scratch.twins.get_mut(&x.id()).expect("made above");
-    twin
-        .held
+    twin.held
         .retain(|h| h.at.end <= at.start || at.end <= h.at.start);
     twin.held.push(Held {
         src,
