@@ -12,8 +12,13 @@
 // activation rows quantized to the type's dot format (quantize_act.comp;
 // offsets and row strides count its u32 words) and each block is dotted in
 // integers for the TOKENS rows at once (common/qdot.glsl: the CPU's
-// products bit for bit; every lane of a subgroup reads the same activation
-// words).
+// products bit for bit). On a CPU implementation every lane's load of a
+// varying address is a scalar load of its own, and a word read across a
+// word boundary two: a block's activation words are loaded once per
+// subgroup, one word per lane, and shuffled to every lane (once for the
+// ROWS weight rows), and each weight row's block is read word by word
+// into registers, realigned to its first byte, before it is dotted from
+// there (blocks.glsl reads through WORD).
 //
 // Grid: TOKENS = 1: one invocation per ROWS weight rows, 1-D (spilling into
 // y past the x limit: global_index_1d). TOKENS > 1: x over weight rows, y
@@ -27,6 +32,9 @@
 // z is an expert of the chunk, y a window of TOKENS of the pairs routed to
 // it (each invocation scans the ids for them, in pair order), stepping by
 // the y count until the expert's pairs run out.
+
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #include "weights.glsl"
 #include "index.glsl"
@@ -47,6 +55,34 @@ layout(push_constant) uniform Push { WeightPush p; IdPush q; };
 layout(push_constant) uniform Push { WeightPush p; };
 #endif
 
+// Block types: the words of the weight block being dotted, from its first
+// byte (qdot_block then reads the block at byte 0); WC: ceil(bytes / 4).
+#if defined(WEIGHT_Q4_0)
+#define WC 5u
+#elif defined(WEIGHT_Q4_1)
+#define WC 5u
+#elif defined(WEIGHT_Q5_0)
+#define WC 6u
+#elif defined(WEIGHT_Q5_1)
+#define WC 6u
+#elif defined(WEIGHT_Q8_0)
+#define WC 9u
+#elif defined(WEIGHT_Q2_K)
+#define WC 21u
+#elif defined(WEIGHT_Q3_K)
+#define WC 28u
+#elif defined(WEIGHT_Q4_K)
+#define WC 36u
+#elif defined(WEIGHT_Q5_K)
+#define WC 44u
+#elif defined(WEIGHT_Q6_K)
+#define WC 53u
+#endif
+#ifdef WC
+uint wc[WC];
+#define WORD(i) wc[i]
+#endif
+
 #include "blocks.glsl"
 
 #ifdef FLOAT_WEIGHTS
@@ -56,8 +92,18 @@ layout(set = 0, binding = 1, std430) readonly buffer Xt { vec4 X4[]; };
 #define ROW_STRIDE p.n_in
 #else
 layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
+// The TOKENS rows' activation blocks, in every lane: Q8_0 / Q8_1 blocks of
+// 9 words for the 32-element weight blocks, Q8_K blocks of 73 otherwise.
+#define XW (BLOCK_ELEMS == 32u ? 9u : 73u)
+uint xs[TOKENS * XW];
+#define ACT(ab, t, k) xs[(t) * XW + (k)]
 #define QT TOKENS
 #include "qdot.glsl"
+// Lanes of a subgroup that share the loads of a block's activation words
+// (the host uses these kernels only where the subgroup size is a multiple
+// of this: KernelLayout::cpu_supported), and the words each lane loads.
+#define SG 8u
+#define XV ((XW + SG - 1u) / SG)
 #define ROW_STRIDE ((p.n_in / BLOCK_ELEMS) * ACT_WORDS)
 #endif
 
@@ -118,17 +164,47 @@ void product(uint row0, uint wb, uint n_t) {
     }
 #else
     uint n_blocks = p.n_in / BLOCK_ELEMS;
+    // Lanes past SG (subgroups of 16, 32, ...) load again what lane
+    // `lane % SG` loads; the shuffles read lanes 0..SG only.
+    uint lane = gl_SubgroupInvocationID % SG;
+    uint ab[TOKENS]; // unused: the blocks are read from xs
     for (uint blk = 0u; blk < n_blocks; blk++) {
-        uint ab[TOKENS];
         for (uint t = 0u; t < TOKENS; t++) {
-            ab[t] = xo[t] + blk * ACT_WORDS;
+            ab[t] = 0u;
+            // Lane l loads words l, l + SG, ... (the last one again past
+            // the block's end), then every lane takes them all.
+            uint a0 = xo[t] + blk * ACT_WORDS;
+            uint xl[XV];
+            for (uint k = 0u; k < XV; k++) {
+                xl[k] = A[a0 + min(k * SG + lane, ACT_WORDS - 1u)];
+            }
+            for (uint k = 0u; k < XV; k++) {
+                for (uint j = 0u; j < SG; j++) {
+                    if (k * SG + j < XW) {
+                        xs[t * XW + k * SG + j] = subgroupShuffle(xl[k], j);
+                    }
+                }
+            }
         }
         for (uint r = 0u; r < ROWS; r++) {
+            // The row's block into wc, realigned to its first byte (blocks
+            // of 2 mod 4 bytes may start 2 bytes into a word; the words
+            // loaded end with the block's last byte's).
+            uint bb = rbs[r] + blk * BLOCK_BYTES;
+            for (uint k = 0u; k < WC; k++) {
+                wc[k] = W[(bb >> 2) + k];
+            }
+            if ((BLOCK_BYTES & 3u) != 0u && (bb & 2u) != 0u) {
+                for (uint k = 0u; k + 1u < WC; k++) {
+                    wc[k] = (wc[k] >> 16) | (wc[k + 1u] << 16);
+                }
+                wc[WC - 1u] >>= 16;
+            }
             float part[TOKENS];
             for (uint t = 0u; t < TOKENS; t++) {
                 part[t] = acc[r * TOKENS + t];
             }
-            qdot_block(rbs[r] + blk * BLOCK_BYTES, ab, part);
+            qdot_block(0u, ab, part);
             for (uint t = 0u; t < TOKENS; t++) {
                 acc[r * TOKENS + t] = part[t];
             }
@@ -160,8 +236,8 @@ void main() {
 #else
     uint row0 = gl_GlobalInvocationID.x * ROWS;
 #endif
-    // Invocations past the last row read the last row again and write
-    // nothing.
+    // Invocations past the last row stay (their subgroup's shuffles need
+    // every lane): they read the last row again and write nothing.
 #if defined(MATMUL_ID) && TOKENS == 1
     uint s = gl_WorkGroupID.z;
     float id = IDS[q.ids_offset + s];

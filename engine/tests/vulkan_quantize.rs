@@ -157,7 +157,8 @@ fn device_quantizer_matches_the_cpu_on_random_rows() {
 
 /// Timing of the quantizer and the products on this device (a development
 /// tool: `cargo test --release --test vulkan quantize_timing -- --ignored
-/// --nocapture`).
+/// --nocapture`): each product 3 times in one submission (the activations
+/// quantized once), decode (1 row) and prefill (64 rows).
 #[test]
 #[ignore]
 fn quantize_timing() {
@@ -172,23 +173,35 @@ fn quantize_timing() {
     for _ in 0..20 {
         p.gpu.quantize_act(a, GgmlType::Q8_1).unwrap();
     }
-    eprintln!("quantize 576 Q8_1: {:?} each", t.elapsed() / 20);
-    for (ty, n_out) in [(GgmlType::Q4_1, 1536), (GgmlType::Q8_0, 49152)] {
+    eprintln!("quantize 576 Q8_1 (and read back): {:?} each", t.elapsed() / 20);
+    let tokens = 64;
+    for (ty, n, n_out) in [
+        (GgmlType::Q4_1, 576, 1536),
+        (GgmlType::Q8_0, 576, 49152),
+        (GgmlType::Q4_K, 1536, 576),
+        (GgmlType::Q6_K, 1536, 576),
+    ] {
+        let a = p.gpu.alloc(1, n).unwrap();
+        p.gpu.write(a, &values(1, n)).unwrap();
+        let a64 = p.gpu.alloc(tokens, n).unwrap();
+        p.gpu.write(a64, &values(2, n * tokens)).unwrap();
         let (src, _): (WeightSource, _) = vulkan_support::weights::weight(ty, n, n_out, 3);
         let (_, wg) = p.weight(&src);
-        let o = p.gpu.alloc(1, n_out).unwrap();
-        let mut out = vec![0.0; n_out];
-        p.gpu.matmul(wg, a, o);
-        p.gpu.read(o, &mut out).unwrap();
-        let t = Instant::now();
-        for _ in 0..10 {
-            p.gpu.matmul(wg, a, o);
+        for (x, rows) in [(a, 1), (a64, tokens)] {
+            let o = p.gpu.alloc(rows, n_out).unwrap();
+            let mut out = vec![0.0; rows * n_out];
+            p.gpu.matmul(wg, x, o);
             p.gpu.read(o, &mut out).unwrap();
+            let t = Instant::now();
+            for _ in 0..3 {
+                p.gpu.matmul(wg, x, o);
+            }
+            p.gpu.read(o, &mut out).unwrap();
+            eprintln!(
+                "matmul {} {n} x {n_out}, {rows} rows: {:?} each",
+                ty.name(),
+                t.elapsed() / 3
+            );
         }
-        eprintln!(
-            "matvec {} 576 x {n_out}: {:?} each",
-            ty.name(),
-            t.elapsed() / 10
-        );
     }
 }

@@ -9,7 +9,8 @@
 //
 // The includer declares `uint A[]` (the activation blocks), includes
 // blocks.glsl (the weight block readers) and defines QT, the activation
-// rows one call handles:
+// rows one call handles; it may define ACT(ab, t, k), word k of row t's
+// block at word ab, to read from words it holds (matmul_cpu.comp):
 //   void qdot_block(uint bb, uint ab[QT], inout float acc[QT])
 // adds weight block (at byte bb) . activation block (at word ab[t]) to
 // acc[t]. ACT_WORDS: words per activation block (one per weight block).
@@ -20,6 +21,10 @@
 
 #ifndef QT
 #error "qdot.glsl: define QT (activation rows per call) first"
+#endif
+
+#ifndef ACT
+#define ACT(ab, t, k) A[(ab) + (k)]
 #endif
 
 // The four signed bytes of a word, low byte first.
@@ -87,7 +92,7 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
         ivec4 lo, hi;
         wq_pair(bb, j, lo, hi);
         for (uint t = 0u; t < QT; t++) {
-            sumi[t] += hsum(lo * i8x4i(A[ab[t] + 1u + j]) + hi * i8x4i(A[ab[t] + 5u + j]));
+            sumi[t] += hsum(lo * i8x4i(ACT(ab[t], t, 1u + j)) + hi * i8x4i(ACT(ab[t], t, 5u + j)));
         }
     }
     float dx = rd_f16(bb);
@@ -95,7 +100,7 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
     float mx = rd_f16(bb + 2u);
 #endif
     for (uint t = 0u; t < QT; t++) {
-        uint head = A[ab[t]];
+        uint head = ACT(ab[t], t, 0u);
         float dy = half_bits(head & 0xffffu);
 #if defined(WEIGHT_Q4_0)
         precise float v = float(sumi[t]) * dx * dy;
@@ -185,7 +190,7 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
             uint w = 4u * g + k;
             ivec4 a = kq(bb, w) * sc;
             for (uint t = 0u; t < QT; t++) {
-                isum[t] += hsum(a * i8x4i(A[ab[t] + 1u + w]));
+                isum[t] += hsum(a * i8x4i(ACT(ab[t], t, 1u + w)));
             }
         }
     }
@@ -194,11 +199,11 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
     for (uint t = 0u; t < QT; t++) {
         int summs = 0;
         for (uint j = 0u; j < 8u; j++) {
-            uint bs = A[ab[t] + 65u + j];
+            uint bs = ACT(ab[t], t, 65u + j);
             summs += int(bitfieldExtract(int(bs), 0, 16)) * int(rd_u8(bb + 2u * j) >> 4);
             summs += int(bitfieldExtract(int(bs), 16, 16)) * int(rd_u8(bb + 2u * j + 1u) >> 4);
         }
-        float yd = uintBitsToFloat(A[ab[t]]);
+        float yd = uintBitsToFloat(ACT(ab[t], t, 0u));
         precise float dall = yd * xd;
         precise float dmin = yd * xdmin;
         precise float v = dall * float(isum[t]) - dmin * float(summs);
@@ -220,8 +225,8 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
             ivec4 a0 = kq(bb, w) * sc;
             ivec4 a1 = kq(bb, w + 1u) * sc;
             for (uint t = 0u; t < QT; t++) {
-                aux0[t] += a0 * i8x4i(A[ab[t] + 1u + w]);
-                aux1[t] += a1 * i8x4i(A[ab[t] + 2u + w]);
+                aux0[t] += a0 * i8x4i(ACT(ab[t], t, 1u + w));
+                aux1[t] += a1 * i8x4i(ACT(ab[t], t, 2u + w));
             }
         }
     }
@@ -236,7 +241,7 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
     uvec3 s = kscales(bb);
 #endif
     for (uint t = 0u; t < QT; t++) {
-        float yd = uintBitsToFloat(A[ab[t]]);
+        float yd = uintBitsToFloat(ACT(ab[t], t, 0u));
         precise float d = xd * yd;
         vec4 f0 = vec4(aux0[t]);
         vec4 f1 = vec4(aux1[t]);
@@ -245,7 +250,7 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
 #if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
         int sumi = 0;
         for (uint j = 0u; j < 8u; j++) {
-            uint bs = A[ab[t] + 65u + j];
+            uint bs = ACT(ab[t], t, 65u + j);
             // bsums 2j and 2j + 1 both belong to group j / 2 ... of 32: j.
             int m = int(scale_min_k4(s, j).y);
             sumi += (bitfieldExtract(int(bs), 0, 16) + bitfieldExtract(int(bs), 16, 16)) * m;
