@@ -173,7 +173,10 @@ fn quantize_timing() {
     for _ in 0..20 {
         p.gpu.quantize_act(a, GgmlType::Q8_1).unwrap();
     }
-    eprintln!("quantize 576 Q8_1 (and read back): {:?} each", t.elapsed() / 20);
+    eprintln!(
+        "quantize 576 Q8_1 (and read back): {:?} each",
+        t.elapsed() / 20
+    );
     let tokens = 64;
     for (ty, n, n_out) in [
         (GgmlType::Q4_1, 576, 1536),
