@@ -5,6 +5,11 @@
 // of a block (BK elements) into shared memory, loads the matching TN x BK
 // activations, and every invocation accumulates 2 rows x 4 tokens.
 // Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
+// Block weights: x holds the activation rows quantized to the type's dot
+// format (quantize_act.comp; x_offset and the row stride count its u32
+// words), and each invocation dots its 2 rows x 4 tokens block by block in
+// integers (common/qdot.glsl, the CPU's products bit for bit), reading the
+// blocks from memory (the workgroup's invocations share them in cache).
 // MATMUL_ID (ggml mul_mat_id, prefill), grouped by expert: workgroup z is an
 // expert of the chunk and y a window of TN of the (token, slot) pairs routed
 // to it (in pair order: the invocations scan the ids, binding 3, together),
@@ -19,7 +24,6 @@
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
-layout(set = 0, binding = 1, std430) readonly buffer Xt { float X[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
 
 #ifdef MATMUL_ID
@@ -32,14 +36,11 @@ layout(push_constant) uniform Push { WeightPush p; };
 #include "blocks.glsl"
 
 #ifdef FLOAT_WEIGHTS
+layout(set = 0, binding = 1, std430) readonly buffer Xt { float X[]; };
 #define BK 32u
-#else
-#define BK WINDOW_ELEMS
-#endif
 
 // ws is stored k-major (ws[k * TM + r]): the invocations of a row group read
-// consecutive words. xs is token-major: its reads are broadcasts. At BK = 128
-// the two take 32 KiB, the least maxComputeSharedMemorySize seen (lavapipe).
+// consecutive words. xs is token-major: its reads are broadcasts.
 shared float ws[BK * TM];
 shared float xs[TN * BK];
 
@@ -48,6 +49,19 @@ shared float xs[TN * BK];
 // tokens tg..tg + 4.
 #define XR (TN * BK / WG)
 uint xr[XR];
+#define ROW_STRIDE p.n_in
+#else
+layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
+#define QT 4u
+#include "qdot.glsl"
+// The first word of x of the activation rows of tokens tg..tg + 4.
+uint xq[4];
+#define ROW_STRIDE ((p.n_in / BLOCK_ELEMS) * ACT_WORDS)
+#ifdef MATMUL_ID
+// The pair scan's shared memory (float: small integers, exact).
+shared float xs[WG + TN + 1u];
+#endif
+#endif
 uint orow[4];
 
 #ifdef MATMUL_ID
@@ -97,7 +111,7 @@ uint select_pairs(float id, uint w) {
 
 // First element of the input row and of the output row of pair s.
 uint x_row(uint s) {
-    return p.x_offset + (q.x_per_slot != 0u ? s : s / q.k) * p.n_in;
+    return p.x_offset + (q.x_per_slot != 0u ? s : s / q.k) * ROW_STRIDE;
 }
 uint o_row(uint s) {
     return p.out_offset + s * p.n_out;
@@ -106,6 +120,7 @@ uint o_row(uint s) {
 
 // One TM x TN tile: weight rows r0.. of the matrix at byte wb against n_t
 // activation rows (xr, orow).
+#ifdef FLOAT_WEIGHTS
 void tile(uint r0, uint wb, uint n_t) {
     uint tid = gl_LocalInvocationID.x;
     // Each invocation: rows rg and rg + 16 of the tile, tokens tg..tg + 4.
@@ -114,7 +129,6 @@ void tile(uint r0, uint wb, uint n_t) {
     vec4 acc0 = vec4(0.0);
     vec4 acc1 = vec4(0.0);
     for (uint k0 = 0u; k0 < p.n_in; k0 += BK) {
-#ifdef FLOAT_WEIGHTS
         for (uint i = tid; i < TM * BK; i += WG) {
             uint r = i / BK;
             uint k = i % BK;
@@ -122,28 +136,6 @@ void tile(uint r0, uint wb, uint n_t) {
             uint row = min(r0 + r, p.rows - 1u);
             ws[k * TM + r] = k0 + k < p.n_in ? weight_elem(wb + row * p.row_bytes, k0 + k) : 0.0;
         }
-#else
-        uint blk = k0 / BLOCK_ELEMS;
-        uint win = (k0 % BLOCK_ELEMS) / WINDOW_ELEMS;
-        for (uint i = tid; i < TM * UNITS_PER_WINDOW; i += WG) {
-            uint r = i / UNITS_PER_WINDOW;
-            uint row = min(r0 + r, p.rows - 1u);
-            vec4 lo, hi;
-            uint elo, ehi;
-            dequant_unit(wb + row * p.row_bytes + blk * BLOCK_BYTES,
-                         win * UNITS_PER_WINDOW + i % UNITS_PER_WINDOW, lo, hi, elo, ehi);
-            uint a = (elo - win * WINDOW_ELEMS) * TM + r;
-            uint b = (ehi - win * WINDOW_ELEMS) * TM + r;
-            ws[a] = lo.x;
-            ws[a + TM] = lo.y;
-            ws[a + 2u * TM] = lo.z;
-            ws[a + 3u * TM] = lo.w;
-            ws[b] = hi.x;
-            ws[b + TM] = hi.y;
-            ws[b + 2u * TM] = hi.z;
-            ws[b + 3u * TM] = hi.w;
-        }
-#endif
         for (uint m = 0u; m < XR; m++) {
             uint i = tid + m * WG;
             uint t = i / BK;
@@ -173,6 +165,43 @@ void tile(uint r0, uint wb, uint n_t) {
     }
 }
 
+#else
+// The same tile of block weights: per block, rows rg and rg + 16 (clamped
+// to the chunk) against the blocks of tokens tg..tg + 4 (xq).
+void tile(uint r0, uint wb, uint n_t) {
+    uint tid = gl_LocalInvocationID.x;
+    uint rg = tid % 16u;
+    uint tg = (tid / 16u) * 4u;
+    float acc0[4], acc1[4];
+    for (uint j = 0u; j < 4u; j++) {
+        acc0[j] = 0.0;
+        acc1[j] = 0.0;
+    }
+    uint rb0 = wb + min(r0 + rg, p.rows - 1u) * p.row_bytes;
+    uint rb1 = wb + min(r0 + rg + 16u, p.rows - 1u) * p.row_bytes;
+    uint nb = p.n_in / BLOCK_ELEMS;
+    uint ab[4];
+    for (uint blk = 0u; blk < nb; blk++) {
+        for (uint j = 0u; j < 4u; j++) {
+            ab[j] = xq[j] + blk * ACT_WORDS;
+        }
+        qdot_block(rb0 + blk * BLOCK_BYTES, ab, acc0);
+        qdot_block(rb1 + blk * BLOCK_BYTES, ab, acc1);
+    }
+    for (uint j = 0u; j < 4u; j++) {
+        if (tg + j < n_t) {
+            uint o = orow[j] + r0;
+            if (r0 + rg < p.rows) {
+                O[o + rg] = acc0[j];
+            }
+            if (r0 + rg + 16u < p.rows) {
+                O[o + rg + 16u] = acc1[j];
+            }
+        }
+    }
+}
+#endif
+
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint r0 = gl_WorkGroupID.x * TM;
@@ -186,10 +215,16 @@ void main() {
             break;
         }
         uint n_t = min(TN, n - w);
+#ifdef FLOAT_WEIGHTS
         for (uint m = 0u; m < XR; m++) {
             uint t = (tid + m * WG) / BK;
             xr[m] = t < n_t ? x_row(uint(SEL(t))) : 0u;
         }
+#else
+        for (uint j = 0u; j < 4u; j++) {
+            xq[j] = x_row(uint(SEL(min(tg + j, n_t - 1u))));
+        }
+#endif
         for (uint j = 0u; j < 4u; j++) {
             orow[j] = tg + j < n_t ? o_row(uint(SEL(tg + j))) : 0u;
         }
@@ -198,9 +233,15 @@ void main() {
     }
 #else
     uint t0 = gl_WorkGroupID.y * TN;
+#ifdef FLOAT_WEIGHTS
     for (uint m = 0u; m < XR; m++) {
         xr[m] = p.x_offset + (t0 + (tid + m * WG) / BK) * p.n_in;
     }
+#else
+    for (uint j = 0u; j < 4u; j++) {
+        xq[j] = p.x_offset + min(t0 + tg + j, p.n_tok - 1u) * ROW_STRIDE;
+    }
+#endif
     for (uint j = 0u; j < 4u; j++) {
         orow[j] = p.out_offset + (t0 + tg + j) * p.n_out + p.col0;
     }

@@ -4,15 +4,21 @@
 // and matmul.comp (TOKENS > 1), but with no shared memory and no barrier,
 // which a CPU implementation runs as slow synchronisation between the SIMD
 // batches of a workgroup. One invocation computes ROWS weight rows for
-// TOKENS activation rows, walking the rows' blocks once: each unit of 8
-// weights is dequantized once and used for all TOKENS activation rows, each
-// activation vec4 is read once for the ROWS weight rows, and the sums stay
-// in registers. A block's activations are loaded once per subgroup, one vec4
-// per lane, and shuffled to the lanes (on a CPU implementation every lane's
-// load of a varying address is a scalar load of its own: this cut decode by
-// 3x on lavapipe). Sums are taken per block (8 values, then the units of a block)
-// before they are added to the row's total, which keeps the f32 rounding
-// below that of one long running sum.
+// TOKENS activation rows, walking the rows' blocks once.
+//
+// Float weights (x in f32): each unit of 4 weights is read once for all
+// TOKENS activation rows, each activation vec4 once for the ROWS weight
+// rows, partial sums per FLOAT_SPAN elements. Block weights: x holds the
+// activation rows quantized to the type's dot format (quantize_act.comp;
+// offsets and row strides count its u32 words) and each block is dotted in
+// integers for the TOKENS rows at once (common/qdot.glsl: the CPU's
+// products bit for bit). On a CPU implementation every lane's load of a
+// varying address is a scalar load of its own, and a word read across a
+// word boundary two: a block's activation words are loaded once per
+// subgroup, one word per lane, and shuffled to every lane (once for the
+// ROWS weight rows), and each weight row's block is read word by word
+// into registers, realigned to its first byte, before it is dotted from
+// there (blocks.glsl reads through WORD).
 //
 // Grid: TOKENS = 1: one invocation per ROWS weight rows, 1-D (spilling into
 // y past the x limit: global_index_1d). TOKENS > 1: x over weight rows, y
@@ -40,9 +46,6 @@
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
-// x in vec4s: a CPU implementation runs each buffer load instruction once
-// per invocation, so one load of 4 values costs about what one of 1 does.
-layout(set = 0, binding = 1, std430) readonly buffer Xt { vec4 X4[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
 
 #ifdef MATMUL_ID
@@ -52,26 +55,56 @@ layout(push_constant) uniform Push { WeightPush p; IdPush q; };
 layout(push_constant) uniform Push { WeightPush p; };
 #endif
 
-// Prefill on the 32-element block types: each weight row's block is read
-// once, word by word, into wc (at most 10 words: Q8_0's 34 bytes from a
-// 2-byte offset), and dequantized from there (blocks.glsl reads through
-// WORD), instead of a few loads per unit of 8 values.
-#if TOKENS > 1 && (defined(WEIGHT_Q4_0) || defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1) || defined(WEIGHT_Q8_0))
-#define WORD_CACHE 1
-#define WC 10u
+// Block types: the words of the weight block being dotted, from its first
+// byte (qdot_block then reads the block at byte 0); WC: ceil(bytes / 4).
+#if defined(WEIGHT_Q4_0)
+#define WC 5u
+#elif defined(WEIGHT_Q4_1)
+#define WC 5u
+#elif defined(WEIGHT_Q5_0)
+#define WC 6u
+#elif defined(WEIGHT_Q5_1)
+#define WC 6u
+#elif defined(WEIGHT_Q8_0)
+#define WC 9u
+#elif defined(WEIGHT_Q2_K)
+#define WC 21u
+#elif defined(WEIGHT_Q3_K)
+#define WC 28u
+#elif defined(WEIGHT_Q4_K)
+#define WC 36u
+#elif defined(WEIGHT_Q5_K)
+#define WC 44u
+#elif defined(WEIGHT_Q6_K)
+#define WC 53u
+#endif
+#ifdef WC
 uint wc[WC];
-uint wc0; // the buffer word wc[0] holds
-#define WORD(i) wc[(i) - wc0]
+#define WORD(i) wc[i]
 #endif
 
 #include "blocks.glsl"
 
-// Lanes of a subgroup that share a block's activations (the host uses these
-// kernels only where the subgroup size is a multiple of this: KernelLayout::
-// cpu_supported) and the vec4s of a block each lane holds.
+#ifdef FLOAT_WEIGHTS
+// x in vec4s: a CPU implementation runs each buffer load instruction once
+// per invocation, so one load of 4 values costs about what one of 1 does.
+layout(set = 0, binding = 1, std430) readonly buffer Xt { vec4 X4[]; };
+#define ROW_STRIDE p.n_in
+#else
+layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
+// The TOKENS rows' activation blocks, in every lane: Q8_0 / Q8_1 blocks of
+// 9 words for the 32-element weight blocks, Q8_K blocks of 73 otherwise.
+#define XW (BLOCK_ELEMS == 32u ? 9u : 73u)
+uint xs[TOKENS * XW];
+#define ACT(ab, t, k) xs[(t) * XW + (k)]
+#define QT TOKENS
+#include "qdot.glsl"
+// Lanes of a subgroup that share the loads of a block's activation words
+// (the host uses these kernels only where the subgroup size is a multiple
+// of this: KernelLayout::cpu_supported), and the words each lane loads.
 #define SG 8u
-#ifndef FLOAT_WEIGHTS
-#define XV ((BLOCK_ELEMS / 4u + SG - 1u) / SG)
+#define XV ((XW + SG - 1u) / SG)
+#define ROW_STRIDE ((p.n_in / BLOCK_ELEMS) * ACT_WORDS)
 #endif
 
 // Elements of a float row summed before they join the row's total.
@@ -129,121 +162,52 @@ void product(uint row0, uint wb, uint n_t) {
             }
         }
     }
-#elif defined(WORD_CACHE)
-    // 32-element blocks: the block's 8 vec4s of activations per token
-    // (one load per lane, then shuffles), and each row's block words once.
-    uint n_blocks = p.n_in / BLOCK_ELEMS;
-    uint lane = gl_SubgroupInvocationID % SG;
-    for (uint blk = 0u; blk < n_blocks; blk++) {
-        uint xb = blk * BLOCK_ELEMS;
-        vec4 xs[TOKENS * 8u];
-        for (uint t = 0u; t < TOKENS; t++) {
-            vec4 xl = X4[((xo[t] + xb) >> 2) + lane];
-            for (uint c = 0u; c < 8u; c++) {
-                xs[t * 8u + c] = subgroupShuffle(xl, c);
-            }
-        }
-        for (uint r = 0u; r < ROWS; r++) {
-            uint bb = rbs[r] + blk * BLOCK_BYTES;
-            wc0 = bb >> 2;
-            // Only the words the block touches: never past the buffer.
-            uint nw = ((bb & 3u) + BLOCK_BYTES + 3u) >> 2;
-            for (uint k = 0u; k < WC; k++) {
-                if (k < nw) {
-                    wc[k] = W[wc0 + k];
-                }
-            }
-            float part[TOKENS];
-            for (uint t = 0u; t < TOKENS; t++) {
-                part[t] = 0.0;
-            }
-            for (uint u = 0u; u < UNITS; u++) {
-                vec4 lo, hi;
-                uint elo, ehi;
-                dequant_unit(bb, u, lo, hi, elo, ehi);
-                for (uint t = 0u; t < TOKENS; t++) {
-                    part[t] += dot(lo, xs[t * 8u + (elo >> 2)]) + dot(hi, xs[t * 8u + (ehi >> 2)]);
-                }
-            }
-            for (uint t = 0u; t < TOKENS; t++) {
-                acc[r * TOKENS + t] += part[t];
-            }
-        }
-    }
 #else
     uint n_blocks = p.n_in / BLOCK_ELEMS;
     // Lanes past SG (subgroups of 16, 32, ...) load again what lane
     // `lane % SG` loads; the shuffles read lanes 0..SG only.
     uint lane = gl_SubgroupInvocationID % SG;
+    uint ab[TOKENS]; // unused: the blocks are read from xs
     for (uint blk = 0u; blk < n_blocks; blk++) {
-        uint xb = blk * BLOCK_ELEMS;
-        // The block's activations, spread over the subgroup: lane l holds
-        // vec4s l, l + SG, ... of each token's block (one load per lane
-        // instead of one per unit and lane); units take theirs by shuffle.
-        vec4 xl[TOKENS * XV];
         for (uint t = 0u; t < TOKENS; t++) {
+            ab[t] = 0u;
+            // Lane l loads words l, l + SG, ... (the last one again past
+            // the block's end), then every lane takes them all.
+            uint a0 = xo[t] + blk * ACT_WORDS;
+            uint xl[XV];
             for (uint k = 0u; k < XV; k++) {
-                xl[t * XV + k] = X4[((xo[t] + xb) >> 2) + k * SG + lane];
+                xl[k] = A[a0 + min(k * SG + lane, ACT_WORDS - 1u)];
             }
-        }
-        float part[ROWS * TOKENS];
-        for (uint j = 0u; j < ROWS * TOKENS; j++) {
-            part[j] = 0.0;
-        }
-#if defined(WEIGHT_Q8_0) && TOKENS == 1
-        // A Q8_0 block (34 bytes) starts at an even byte: the 9 words that
-        // hold it are read once, and its units cut from them (dequant_unit
-        // reads 2-byte-aligned words two loads at a time). Same values. For
-        // decode only (the output head is often Q8_0): 23 ms instead of 32
-        // for 576 x 49152 on lavapipe; with 8 x 4 outputs per invocation the
-        // words held cost more than the loads they save.
-        uint qw[ROWS * 9u];
-        bool shifted[ROWS]; // the block starts 2 bytes into its first word
-        float qd[ROWS];
-        for (uint r = 0u; r < ROWS; r++) {
-            uint bb = rbs[r] + blk * BLOCK_BYTES;
-            for (uint k = 0u; k < 9u; k++) {
-                // At most the word that holds the block's last byte: inside
-                // the buffer (rounded up to whole words).
-                qw[r * 9u + k] = W[(bb >> 2) + k];
-            }
-            shifted[r] = (bb & 2u) != 0u;
-            qd[r] = half_bits(shifted[r] ? qw[r * 9u] >> 16 : qw[r * 9u] & 0xffffu);
-        }
-#endif
-        for (uint u = 0u; u < UNITS; u++) {
-            vec4 lo[ROWS], hi[ROWS];
-            uint elo, ehi; // the same for every row
-#if defined(WEIGHT_Q8_0) && TOKENS == 1
-            for (uint r = 0u; r < ROWS; r++) {
-                uint a = qw[r * 9u + 2u * u];
-                uint b = qw[r * 9u + 2u * u + 1u];
-                uint c = qw[r * 9u + 2u * u + 2u];
-                lo[r] = i8x4(shifted[r] ? b : (a >> 16) | (b << 16)) * qd[r];
-                hi[r] = i8x4(shifted[r] ? c : (b >> 16) | (c << 16)) * qd[r];
-            }
-            elo = 8u * u;
-            ehi = 8u * u + 4u;
-#else
-            for (uint r = 0u; r < ROWS; r++) {
-                dequant_unit(rbs[r] + blk * BLOCK_BYTES, u, lo[r], hi[r], elo, ehi);
-            }
-#endif
-            for (uint t = 0u; t < TOKENS; t++) {
-                // Block types: rows are whole blocks (multiples of 32
-                // elements) and views start at whole rows, so a and b are
-                // multiples of 4.
-                uint a = elo >> 2;
-                uint b = ehi >> 2;
-                vec4 x0 = subgroupShuffle(xl[t * XV + a / SG], a % SG);
-                vec4 x1 = subgroupShuffle(xl[t * XV + b / SG], b % SG);
-                for (uint r = 0u; r < ROWS; r++) {
-                    part[r * TOKENS + t] += dot(lo[r], x0) + dot(hi[r], x1);
+            for (uint k = 0u; k < XV; k++) {
+                for (uint j = 0u; j < SG; j++) {
+                    if (k * SG + j < XW) {
+                        xs[t * XW + k * SG + j] = subgroupShuffle(xl[k], j);
+                    }
                 }
             }
         }
-        for (uint j = 0u; j < ROWS * TOKENS; j++) {
-            acc[j] += part[j];
+        for (uint r = 0u; r < ROWS; r++) {
+            // The row's block into wc, realigned to its first byte (blocks
+            // of 2 mod 4 bytes may start 2 bytes into a word; the words
+            // loaded end with the block's last byte's).
+            uint bb = rbs[r] + blk * BLOCK_BYTES;
+            for (uint k = 0u; k < WC; k++) {
+                wc[k] = W[(bb >> 2) + k];
+            }
+            if ((BLOCK_BYTES & 3u) != 0u && (bb & 2u) != 0u) {
+                for (uint k = 0u; k + 1u < WC; k++) {
+                    wc[k] = (wc[k] >> 16) | (wc[k + 1u] << 16);
+                }
+                wc[WC - 1u] >>= 16;
+            }
+            float part[TOKENS];
+            for (uint t = 0u; t < TOKENS; t++) {
+                part[t] = acc[r * TOKENS + t];
+            }
+            qdot_block(0u, ab, part);
+            for (uint t = 0u; t < TOKENS; t++) {
+                acc[r * TOKENS + t] = part[t];
+            }
         }
     }
 #endif
@@ -259,7 +223,7 @@ void product(uint row0, uint wb, uint n_t) {
 #ifdef MATMUL_ID
 // First element of the input row and of the output row of pair s.
 uint x_row(uint s) {
-    return p.x_offset + (q.x_per_slot != 0u ? s : s / q.k) * p.n_in;
+    return p.x_offset + (q.x_per_slot != 0u ? s : s / q.k) * ROW_STRIDE;
 }
 uint o_row(uint s) {
     return p.out_offset + s * p.n_out;
@@ -310,7 +274,7 @@ void main() {
 #else
     uint t0 = gl_WorkGroupID.y * TOKENS;
     for (uint t = 0u; t < TOKENS; t++) {
-        xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * p.n_in;
+        xo[t] = p.x_offset + min(t0 + t, p.n_tok - 1u) * ROW_STRIDE;
         oo[t] = p.out_offset + (t0 + t) * p.n_out + p.col0;
     }
     product(row0, 0u, min(TOKENS, p.n_tok - t0));

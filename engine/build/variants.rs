@@ -39,13 +39,28 @@ pub const ONCE: &[Once] = &[
         "attention_keys_cpu.comp",
         &[("KV_F16", "1")],
     ),
+    // Activations in a weight type's dot format (ggml's vec_dot_type).
+    ("quantize_q8_0", "quantize_act.comp", &[("ACT_Q8_0", "1")]),
+    ("quantize_q8_1", "quantize_act.comp", &[("ACT_Q8_1", "1")]),
+    ("quantize_q8_k", "quantize_act.comp", &[("ACT_Q8_K", "1")]),
 ];
 
 /// Shaders of the `fault-injection` feature (engine/src/fault.rs), compiled
 /// only with it: normal builds carry none of them. `gpu-softmax-unshifted`:
 /// the attention kernels with the running max of their online softmax
-/// held at 0 (exp(s) unshifted).
+/// held at 0 (exp(s) unshifted). `gpu-act-f16-truncate`: the activation
+/// quantizer's f16 block scale truncated instead of rounded.
 pub const FAULT: &[Once] = &[
+    (
+        "quantize_q8_0_f16trunc",
+        "quantize_act.comp",
+        &[("ACT_Q8_0", "1"), ("FAULT_F16_TRUNCATE", "1")],
+    ),
+    (
+        "quantize_q8_1_f16trunc",
+        "quantize_act.comp",
+        &[("ACT_Q8_1", "1"), ("FAULT_F16_TRUNCATE", "1")],
+    ),
     (
         "attention_f32_unshifted",
         "attention.comp",
@@ -101,11 +116,27 @@ fn cpu_prefill(_: GgmlType) -> Vec<(&'static str, &'static str)> {
     vec![("TOKENS", "4"), ("ROWS", "8")]
 }
 
+/// The decode matvec (`shaders/matvec.comp`) on block types: weight rows per
+/// workgroup of 128, so 16 invocations per row for the 32-element blocks
+/// (a row of 576 has 18) and 8 for the 256-element ones (6 in a row of
+/// 1536). Float types keep 2 rows per workgroup.
+fn gpu_decode(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    match ty.block_elems() {
+        1 => Vec::new(),
+        32 => vec![("ROWS_PER_WG", "8")],
+        _ => vec![("ROWS_PER_WG", "16")],
+    }
+}
+
 /// The same products routed by expert ids (ggml mul_mat_id; `MATMUL_ID` in
 /// matvec.comp, matmul.comp and matmul_cpu.comp), with the same ROWS and
 /// TOKENS as the plain ones.
 fn id(_: GgmlType) -> Vec<(&'static str, &'static str)> {
     vec![("MATMUL_ID", "1")]
+}
+
+fn gpu_decode_id(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    [gpu_decode(ty), id(ty)].concat()
 }
 
 fn cpu_decode_id(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
@@ -120,7 +151,7 @@ pub const PER_TYPE: &[PerType] = &[
     PerType {
         name: "matvec",
         source: "matvec.comp",
-        extra: |_| Vec::new(),
+        extra: gpu_decode,
     },
     PerType {
         name: "matmul",
@@ -140,7 +171,7 @@ pub const PER_TYPE: &[PerType] = &[
     PerType {
         name: "matvec_id",
         source: "matvec.comp",
-        extra: id,
+        extra: gpu_decode_id,
     },
     PerType {
         name: "matmul_id",

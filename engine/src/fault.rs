@@ -36,6 +36,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan op_attention: the attention kernels' online softmax does not subtract the running max (exp(s) itself)",
     ),
     (
+        "gpu-act-f16-truncate",
+        "vulkan op_quantize: the activation quantizer's f16 block scale (Q8_0, Q8_1) truncated instead of rounded to nearest even",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),

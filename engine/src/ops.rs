@@ -564,30 +564,32 @@ pub trait Ops: Send {
     fn rms_norm(&mut self, x: Act, w: Option<Weight>, eps: f32, group: usize, out: Act);
 
     /// `out[t, r] = Σ_c W[r, c] · x[t, c]` for a weight `[n_in, n_out]`, `x`
-    /// `[rows, n_in]`, `out` `[rows, n_out]`. Quantized weights are the
-    /// backend's business (the CPU may quantize `x` as ggml does).
+    /// `[rows, n_in]`, `out` `[rows, n_out]`.
     ///
-    /// Range: the CPU rounds `x` to the weight type's dot format as ggml's
-    /// x86 CPU backend does (f16 for F16 weights; Q8_0 with an f16 scale
-    /// `amax / 127` for Q4_0, Q5_0, Q8_0; Q8_1, whose f16 block sum `d · Σq`
-    /// is at most `32 · amax`, for Q4_1, Q5_1; Q8_K with an f32 scale for
-    /// the K-quants; F32 and BF16 weights keep f32's range), so past those
-    /// ranges (|x| > 65504, 127 · 65504, 2047 per block) its outputs
-    /// overflow to ±inf or NaN as llama.cpp's do; a backend that multiplies
-    /// in f32 (Vulkan) stays finite there. Within them the backends agree
-    /// to their tested limits.
+    /// Block weight types (Q4_0 .. Q6_K): every backend rounds `x` to the
+    /// weight type's dot format as ggml's x86 CPU backend does (Q8_0 with an
+    /// f16 scale `amax / 127` for Q4_0, Q5_0, Q8_0; Q8_1, whose f16 block
+    /// sum `d · Σq` is at most `32 · amax`, for Q4_1, Q5_1; Q8_K with an f32
+    /// scale for the K-quants), to the same bytes, and takes each block's
+    /// product as ggml's generic kernel does (an integer dot, then the
+    /// block's f32 expression): the backends differ only in the order of
+    /// the f32 sum over blocks. Past the formats' ranges (|x| > 127 · 65504,
+    /// 2047 per block for Q8_1's sum) the outputs overflow to ±inf or NaN as
+    /// llama.cpp's do. NaN in `x` becomes the quant -128 of a finite block
+    /// (unless nothing follows it in its block), ±inf a block scale of inf:
+    /// the outputs are finite or not as the CPU's (NaN or ±inf: which one
+    /// is not specified: the CPU's SIMD kernels sum lanes of a block apart).
     ///
-    /// NaN and ±inf in `x`: for F32, F16 and BF16 weights every backend
-    /// gives the IEEE result (an output that meets a NaN, or `inf · 0`, or
-    /// infinities of both signs, is NaN; one that meets one infinity is
-    /// that infinity times the weight's sign). For quantized weights an
-    /// output that reads a non-finite `x` is non-finite (NaN or ±inf: which
-    /// one is not specified: a kernel may factor a block's scale out of its
-    /// sum) on the GPU; the CPU, as ggml's x86 quantizer, turns NaN into
-    /// the quant -128 of a finite block (a finite, meaningless output) and
-    /// ±inf into a block scale of inf. Weights whose f16 scales overflowed
-    /// to inf give what their dequantized values give (±inf, NaN), and
-    /// subnormal scales count at their value on every backend.
+    /// Float weights: the CPU rounds `x` to f16 for F16 weights (as ggml);
+    /// the Vulkan backend multiplies f32 activations (F32, F16, BF16), so
+    /// past |x| > 65504 the CPU's F16 products overflow and the GPU's do
+    /// not; within that the backends agree to their tested limits. NaN and
+    /// ±inf in `x`: every backend gives the IEEE result (an output that
+    /// meets a NaN, or `inf · 0`, or infinities of both signs, is NaN; one
+    /// that meets one infinity is that infinity times the weight's sign).
+    /// Weights whose f16 scales overflowed to inf give what their
+    /// dequantized values give (±inf, NaN), and subnormal scales count at
+    /// their value on every backend.
     fn matmul(&mut self, w: Weight, x: Act, out: Act);
 
     /// Rotates the first `n_rot` elements of every head of `x` in place.

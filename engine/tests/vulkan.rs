@@ -35,3 +35,5 @@ mod vulkan_moe;
 mod vulkan_moe_cache;
 #[path = "vulkan_moe_model.rs"]
 mod vulkan_moe_model;
+#[path = "vulkan_quantize.rs"]
+mod vulkan_quantize;

@@ -28,7 +28,7 @@ use engine::GgmlType;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::cell::RefCell;
-use vulkan_support::weights::{cpu_limit, dot_f64, experts, f32_sum_bound, LIMIT_F64};
+use vulkan_support::weights::{cpu_limit, experts, reference_bound, reference_dot, LIMIT_F64};
 use vulkan_support::{assert_nmse, bits, nmse, values, Both, Pair};
 
 /// Largest NMSE of the GPU's softmax against the CPU's. Measured over the
@@ -330,8 +330,9 @@ fn check_matmul_id(
     p.gpu.matmul_id(wg, n_expert, idv.gpu, x.gpu, out.gpu);
     let (c, g) = p.read(out);
     padding_intact(p, o_all, "matmul_id out");
-    // f64 products of the dequantized weights, and the bound on any f32
-    // summation's error (as vulkan_matmul.rs's check_matmul).
+    // The f64 reference (for block types the CPU's per-block products), and
+    // the bound on any f32 summation's error (as vulkan_matmul.rs's
+    // check_matmul).
     let mut want = vec![0.0f32; g.len()];
     for (s, &id) in ids.iter().enumerate() {
         let e = id as usize;
@@ -339,10 +340,10 @@ fn check_matmul_id(
         let xr = &xv[xr * n_in..(xr + 1) * n_in];
         for r in 0..n_out {
             let wr = &deq[(e * n_out + r) * n_in..(e * n_out + r + 1) * n_in];
-            let (sum, abs) = dot_f64(wr, xr);
+            let (sum, abs) = reference_dot(src.ty(), src.row(e * n_out + r), wr, xr);
             let o = s * n_out + r;
             want[o] = sum as f32;
-            let bound = f32_sum_bound(n_in, abs);
+            let bound = reference_bound(src.ty(), n_in, abs);
             assert!(
                 (f64::from(g[o]) - sum).abs() <= bound,
                 "{src:?} pair {s} (expert {e}) row {r}: {} vs f64 {sum} (bound {bound:e})",

@@ -11,6 +11,7 @@
 //! | descriptor-reuse | SmolLM2, gpu | validation (a bound set updated) or taps |
 //! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
 //! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
+//! | gpu-act-f16-truncate | SmolLM2, gpu | taps, layer 0 Qcur (the first product of quantized activations; NMSE ~3e-7, under the 5e-5 the GPU had before its activations were quantized as the CPU's) |
 //! | gpu-softmax-unshifted | synthetic Qwen3 with scores of ~181 (synth-qwen3-bigscores), gpu | taps, layer 0 kqv_out (NaN: exp(s) overflows) |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
 //! | handoff-stale | SmolLM2, gpu + hybrid:2 | split (hybrid:2 against gpu), layer 2 attn_norm: the poisoned destination |
@@ -160,6 +161,16 @@ pub fn table() -> Vec<Mutant> {
             false,
             &["taps"],
             Some((0, &["attn_norm"][..])),
+        ),
+        // A GPU-only error of ~2^-11 in each activation block's scale: the
+        // GPU's layer-0 limits since its products quantize as the CPU's.
+        m(
+            "gpu-act-f16-truncate",
+            &[SHORT],
+            &[gpu],
+            false,
+            &["taps"],
+            Some((0, &["Qcur", "Kcur", "Vcur"][..])),
         ),
         // Harmless while scores are small: only the model with large
         // attention scores shows it (NaN from inf / inf).

@@ -9,6 +9,7 @@ use crate::gguf::TensorInfo;
 use crate::model::{Model, Role, Scratch, HEAD_BLOCK};
 use crate::ops::KvType;
 use crate::placement::{Placement, Side};
+use crate::vulkan::twin_bytes;
 
 /// Bytes a device holds for a session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,6 +50,10 @@ pub struct ModelBytes {
     /// cache's buffers there.
     pub gpu_layers: Option<Vec<Vec<(String, u64)>>>,
     pub gpu_scratch: u64,
+    /// On the Vulkan device: the quantized twin of each activation buffer
+    /// (`vulkan::twin_bytes`: matrix products on block weights read their
+    /// input quantized to the weight type's dot format).
+    pub gpu_act: u64,
 }
 
 impl ModelBytes {
@@ -81,6 +86,12 @@ impl ModelBytes {
             .iter()
             .map(|&(_, w)| buf(n_batch, w, 4))
             .sum();
+        let twin = |width: usize| twin_bytes((n_batch * width) as u64 + 64) + BUFFER_SLACK;
+        let gpu_act = Scratch::widths(hp)
+            .iter()
+            .map(|&(_, w)| twin(w))
+            .sum::<u64>()
+            + twin(hp.n_embd);
         ModelBytes {
             embed,
             head,
@@ -90,6 +101,7 @@ impl ModelBytes {
             logits: buf(HEAD_BLOCK, hp.n_vocab, 4),
             gpu_layers: None,
             gpu_scratch: 0,
+            gpu_act,
         }
     }
 
@@ -132,7 +144,7 @@ impl ModelBytes {
         self.gpu_layers = Some(gpu);
         self.gpu_scratch = CacheBufs::widths(model.hparams())
             .iter()
-            .map(|&(_, w)| buf(w))
+            .map(|&(_, w)| buf(w) + twin_bytes((n_batch * w) as u64 + 64) + BUFFER_SLACK)
             .sum();
         self
     }
@@ -183,6 +195,9 @@ impl ModelBytes {
         for d in table.devices_used() {
             out[d].scratch += m.scratch;
         }
+        if table.devices_used().contains(&(Side::Gpu as usize)) {
+            out[Side::Gpu as usize].scratch += m.gpu_act;
+        }
         if m.gpu_layers.is_some() && table.layers.contains(&(Side::Gpu as usize)) {
             out[Side::Gpu as usize].scratch += m.gpu_scratch;
         }
@@ -211,6 +226,7 @@ pub(super) mod tests {
             logits: 3,
             gpu_layers: None,
             gpu_scratch: 0,
+            gpu_act: 0,
         }
     }
 

@@ -49,7 +49,7 @@ mod submit;
 mod transfer;
 mod validation;
 
-pub use backend::{KernelLayout, VulkanBackend, VulkanOptions, VulkanStats};
+pub use backend::{twin_bytes, KernelLayout, VulkanBackend, VulkanOptions, VulkanStats};
 pub use context::{Context, ContextOptions};
 pub use error::{VkError, VkResult};
 pub use instance::{

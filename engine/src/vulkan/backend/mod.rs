@@ -33,6 +33,7 @@ mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
 mod op_moe;
+mod op_quantize;
 mod ops_impl;
 mod readback;
 mod recorder;
@@ -46,6 +47,7 @@ use super::{
 use crate::ops::{BackendError, Ops};
 use cmd::Cmd;
 use hazard::Access;
+pub use op_quantize::twin_bytes;
 use resources::Slot;
 pub use resources::{Bind, GpuKv, GpuWeight, WeightChunk};
 
@@ -141,6 +143,8 @@ pub struct VulkanBackend {
     /// Matrix kernels: by device kind ([`KernelLayout::for_device`]), or
     /// what a test forced ([`VulkanBackend::set_kernel_layout`]).
     kernel_layout: KernelLayout,
+    /// Quantized activations for the integer products (`op_quantize.rs`).
+    act_scratch: op_quantize::ActScratch,
 }
 
 impl VulkanBackend {
@@ -176,6 +180,7 @@ impl VulkanBackend {
             budget,
             max_chunk_bytes: None,
             kernel_layout,
+            act_scratch: op_quantize::ActScratch::default(),
         }
     }
 
@@ -332,6 +337,18 @@ impl VulkanBackend {
             dst_offset,
             size,
         });
+    }
+
+    /// Tests: `x` quantized on the device to the activation format `fmt`
+    /// (Q8_0, Q8_1 or Q8_K) as the products quantize it, in ggml's block
+    /// bytes (what [`crate::cpu::act::quantize_act`] writes).
+    #[doc(hidden)]
+    pub fn quantize_act(
+        &mut self,
+        x: crate::ops::Act,
+        fmt: crate::GgmlType,
+    ) -> Result<Vec<u8>, BackendError> {
+        op_quantize::read_quantized(self, x, fmt)
     }
 
     /// Validation-layer messages so far (0 without validation).

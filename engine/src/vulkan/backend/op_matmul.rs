@@ -18,10 +18,16 @@
 //! [`define`]), with no shared memory and no barrier; a block's activations
 //! reach the lanes of a subgroup by shuffles.
 //!
+//! Block weight types multiply activations quantized on the device to the
+//! type's dot format (`op_quantize.rs`: Q8_0, Q8_1 or Q8_K, the CPU's bytes)
+//! in integers, block by block as the CPU's scalar kernels
+//! (`shaders/common/qdot.glsl`); float types multiply f32 activations.
+//!
 //! Every op runs once per chunk of the weight ([`GpuWeight::chunks`]): a
 //! chunk's rows are output columns `row0..row0 + rows` (or, for the lookup,
 //! the token ids in that range).
 
+use super::op_quantize::{act_format, quantized};
 use super::{Bind, GpuWeight, KernelLayout, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::{weight_index, GgmlType};
@@ -94,8 +100,15 @@ pub(super) fn supports(ty: GgmlType) -> bool {
     kernels(ty).is_some()
 }
 
-/// Weight rows per `matvec` workgroup (`NR` of `shaders/matvec.comp`).
-pub(super) const MATVEC_ROWS: usize = 2;
+/// Weight rows per workgroup of a `matvec` variant: `ROWS_PER_WG` for the
+/// block types, `NR` (2) of `shaders/matvec.comp` for the float types.
+pub(super) fn matvec_rows(shader: &Shader) -> usize {
+    if shader.defines.iter().any(|(k, _)| *k == "ROWS_PER_WG") {
+        define(shader, "ROWS_PER_WG")
+    } else {
+        2
+    }
+}
 
 /// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
 /// of `shaders/matmul.comp`).
@@ -191,8 +204,6 @@ pub(super) fn embed(b: &mut VulkanBackend, table: Weight, tokens: &[u32], out: A
     }
 }
 
-/// `out[t, r] = Σ_c W[r, c] · x[t, c]`, f32 dequantized weights times f32
-/// activations, accumulated in f32.
 /// Records a matmul dispatch over a `[gx, gy]` grid, or keeps an error
 /// naming the weight when the grid exceeds the device's workgroup counts.
 fn dispatch_2d(
@@ -214,6 +225,9 @@ fn dispatch_2d(
     b.dispatch(shader, binds, push, [gx as u32, gy as u32, 1]);
 }
 
+/// `out[t, r] = Σ_c W[r, c] · x[t, c]`: for block types the CPU's per-block
+/// products of the weights and `x` in their dot format, for float types f32
+/// weights times f32 activations; accumulated in f32.
 pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
     let (gw, k) = weight_of(b, w);
     assert!(
@@ -227,19 +241,27 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
     if x.rows() == 0 {
         return;
     }
+    // Block types read x in their dot format (x_offset then counts words).
+    let (x_bind, x_offset) = match act_format(gw.ty) {
+        Some(fmt) => match quantized(b, x, fmt) {
+            Some(q) => (q.bind, q.word0),
+            None => return, // the error is kept for the next transfer
+        },
+        None => (Bind::act(x), u32_of(x.elems().start, "offset")),
+    };
     for c in &gw.chunks {
         let push = WeightPush {
             n_in: u32_of(gw.n_in, "n_in"),
             row_bytes: u32_of(gw.row_bytes, "row bytes"),
             rows: u32_of(c.rows, "rows"),
             col0: u32_of(c.row0, "row"),
-            x_offset: u32_of(x.elems().start, "offset"),
+            x_offset,
             out_offset: u32_of(out.elems().start, "offset"),
             n_out: u32_of(gw.n_out, "n_out"),
             n_tok: u32_of(x.rows(), "rows"),
             units: 0,
         };
-        let binds = [Bind::chunk(&gw, c), Bind::act(x), Bind::act(out)];
+        let binds = [Bind::chunk(&gw, c), x_bind.clone(), Bind::act(out)];
         if b.kernel_layout == KernelLayout::Cpu {
             if x.rows() == 1 {
                 // One invocation per ROWS weight rows, spilling into y.
@@ -255,8 +277,8 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
                 dispatch_2d(b, k.matmul_cpu, &binds, &push, [gx, gy], &gw.name);
             }
         } else if x.rows() == 1 {
-            // One workgroup per MATVEC_ROWS weight rows, spilling into y.
-            let wgs = c.rows.div_ceil(MATVEC_ROWS) as u64;
+            // One workgroup per matvec_rows weight rows, spilling into y.
+            let wgs = c.rows.div_ceil(matvec_rows(k.matvec)) as u64;
             let groups = b.groups_1d(k.matvec, wgs * u64::from(k.matvec.local_size[0]));
             b.dispatch(k.matvec, &binds, &push, groups);
         } else {

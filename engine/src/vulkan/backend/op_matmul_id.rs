@@ -18,7 +18,8 @@
 //! chunks stacked matrices whole); each chunk's experts `e0..e0 + n_e` run in
 //! one dispatch.
 
-use super::op_matmul::{define, u32_of, WeightPush, MATMUL_TILE, MATVEC_ROWS};
+use super::op_matmul::{define, matvec_rows, u32_of, WeightPush, MATMUL_TILE};
+use super::op_quantize::{act_format, quantized};
 use super::{Bind, KernelLayout, VulkanBackend};
 use crate::ggml_type::{weight_index, GgmlType};
 use crate::ops::{Act, Weight};
@@ -115,6 +116,14 @@ pub(super) fn matmul_id(
         kernels(gw.ty).expect("upload accepts only supported types");
     let pairs = n * k;
     let limit = b.context().limits().max_compute_work_group_count;
+    // Block types read x in their dot format (x_offset then counts words).
+    let (x_bind, x_offset) = match act_format(gw.ty) {
+        Some(fmt) => match quantized(b, x, fmt) {
+            Some(q) => (q.bind, q.word0),
+            None => return, // the error is kept for the next transfer
+        },
+        None => (Bind::act(x), u32_of(x.elems().start, "offset")),
+    };
     for c in &gw.chunks {
         if !c.row0.is_multiple_of(n_out) || !c.rows.is_multiple_of(n_out) {
             let e = b.err(format!(
@@ -131,7 +140,7 @@ pub(super) fn matmul_id(
                 row_bytes: u32_of(gw.row_bytes, "row bytes"),
                 rows: u32_of(n_out, "expert rows"),
                 col0: 0,
-                x_offset: u32_of(x.elems().start, "offset"),
+                x_offset,
                 out_offset: u32_of(out.elems().start, "offset"),
                 n_out: u32_of(n_out, "expert rows"),
                 n_tok: u32_of(pairs, "pairs"),
@@ -147,7 +156,7 @@ pub(super) fn matmul_id(
         };
         let binds = [
             Bind::chunk(&gw, c),
-            Bind::act(x),
+            x_bind.clone(),
             Bind::act(out),
             Bind::act(ids),
         ];
@@ -165,9 +174,9 @@ pub(super) fn matmul_id(
                 let gx = n_out.div_ceil(matmul_cpu.local_size[0] as usize * per);
                 (matmul_cpu, [gx, n.div_ceil(tokens), n_e])
             }
-            // z: the slot; x (spilling into y): MATVEC_ROWS rows a workgroup.
+            // z: the slot; x (spilling into y): matvec_rows rows a workgroup.
             (KernelLayout::Gpu, true) => {
-                let wgs = n_out.div_ceil(MATVEC_ROWS) as u64;
+                let wgs = n_out.div_ceil(matvec_rows(matvec)) as u64;
                 let g = b.groups_1d(matvec, wgs * u64::from(matvec.local_size[0]));
                 (matvec, [g[0] as usize, g[1] as usize, k])
             }

@@ -1,0 +1,245 @@
+#version 450
+// Activations to the weight type's dot format, bit for bit as the CPU's
+// quantizer (engine/src/cpu/act.rs: ggml's x86 quantize_row_q8_0 / _q8_1,
+// and quantize_row_q8_K_ref compiled with FMA): ACT_Q8_0, ACT_Q8_1 or
+// ACT_Q8_K. Block layouts and the integer arithmetic: common/act.glsl.
+//
+// One invocation per 32 consecutive elements (a segment): a whole Q8_0 /
+// Q8_1 block, or an eighth of a Q8_K block (the eight segments of a block
+// share a workgroup: 64 invocations, aligned, and meet in shared memory).
+// Bindings: 0 = x (f32 elements), 1 = out (u32 words). Push: n_seg
+// segments from element x_offset of x, blocks written from word out_offset.
+// FAULT_F16_TRUNCATE (fault `gpu-act-f16-truncate`, fault-injection builds
+// only): the f16 scale d truncated towards zero instead of rounded.
+
+#include "act.glsl"
+#include "index.glsl"
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer Xt { float X[]; };
+layout(set = 0, binding = 1, std430) writeonly buffer Ot { uint O[]; };
+
+layout(push_constant) uniform Push {
+    uint n_seg;
+    uint x_offset;
+    uint out_offset;
+} p;
+
+// One quant (before narrowing to a byte): RNE of |x| * |id| (the exact
+// product rounded to f32 first when `twice`: x86's separate multiply), with
+// the sign of x * id. xb, idb finite and nonzero, id normal.
+int round_product(uint xb, uint idb, bool twice) {
+    uint mx, mi;
+    int ex, ei;
+    decompose(xb, mx, ex);
+    decompose(idb, mi, ei);
+    uint hi, lo;
+    umulExtended(mx, mi, hi, lo);
+    int e = ex + ei;
+    int top = hi != 0u ? 32 + findMSB(hi) : findMSB(lo);
+    uint r;
+    if (e + top <= -2) {
+        r = 0u; // below 0.5 (after f32 rounding too)
+    } else if (twice) {
+        // Round to 24 significant bits (an f32; never subnormal here: the
+        // value is at least 0.25), then to an integer.
+        uint drop = top >= 24 ? uint(top - 23) : 0u;
+        uint m1 = drop > 0u ? shr_rne64(hi, lo, drop) : lo;
+        r = rne_scaled(0u, m1, e + int(drop));
+    } else {
+        r = rne_scaled(hi, lo, e);
+    }
+    bool neg = ((xb ^ idb) & 0x80000000u) != 0u;
+    return neg ? -int(r) : int(r);
+}
+
+#if defined(ACT_Q8_0) || defined(ACT_Q8_1)
+
+void main() {
+    uint seg = global_index_1d();
+    if (seg >= p.n_seg) {
+        return;
+    }
+    uint x0 = p.x_offset + 32u * seg;
+    // amax as _mm256_max_ps folds it (amax = amax > |v| ? amax : |v|, so a
+    // NaN is kept only when nothing follows it), on the bits: a comparison
+    // of non-negative f32 is one of their bits, and no subnormal is flushed.
+    uint amax = 0u;
+    for (uint i = 0u; i < 32u; i++) {
+        uint a = floatBitsToUint(X[x0 + i]) & 0x7fffffffu;
+        bool gt = !is_nan_bits(amax) && !is_nan_bits(a) && amax > a;
+        amax = gt ? amax : a;
+    }
+    // d = amax / 127 and id = 127 / amax (0 when amax is 0), as f32 bits.
+    uint d, id;
+    if (is_nan_bits(amax)) {
+        d = amax | 0x400000u; // x86 keeps the operand's payload, quiet
+        id = d;
+    } else if (amax == 0x7f800000u) {
+        d = amax;
+        id = 0u; // 127 / inf
+    } else if (amax == 0u) {
+        d = 0u;
+        id = 0u;
+    } else if (amax < 0x00800000u) {
+        d = 0u;            // a subnormal / 127: no f16 holds it (f16 0)
+        id = 0x7f800000u;  // 127 / subnormal overflows
+    } else {
+        d = div_rn(amax, 0x42fe0000u);  // 127.0
+        id = div_rn(0x42fe0000u, amax);
+    }
+    uint qs[8];
+    int sum = 0;
+    for (uint w = 0u; w < 8u; w++) {
+        uint word = 0u;
+        for (uint j = 0u; j < 4u; j++) {
+            uint xb = floatBitsToUint(X[x0 + 4u * w + j]);
+            int q;
+            if (!is_finite_bits(xb) || !is_finite_bits(id)) {
+                q = INT_INDEF; // NaN or inf in x * id
+            } else if ((xb & 0x7fffffffu) == 0u || id == 0u) {
+                q = 0;
+            } else {
+                q = round_product(xb, id, true);
+            }
+            sum += q; // wraps, as ggml's epi32 sums
+            word |= (uint(clamp(q, -128, 127)) & 0xffu) << (8u * j);
+        }
+        qs[w] = word;
+    }
+#ifdef FAULT_F16_TRUNCATE
+    uint dh = f16_bits_of(d & ~0x1fffu); // the bits f16 drops cleared: truncated
+#else
+    uint dh = f16_bits_of(d);
+#endif
+    uint head = dh;
+#ifdef ACT_Q8_1
+    // s = d * sum in f32: one correctly rounded multiply (a subnormal d,
+    // flushed here, gives an f16 0 of the same sign either way).
+    uint sb;
+    if (is_nan_bits(d)) {
+        sb = d;
+    } else if (d == 0x7f800000u) {
+        sb = sum > 0 ? 0x7f800000u : (sum < 0 ? 0xff800000u : 0xffc00000u);
+    } else {
+        precise float s = uintBitsToFloat(d) * float(sum);
+        sb = floatBitsToUint(s);
+        if ((sb & 0x7fffffffu) < 0x00800000u) {
+            sb &= 0x80000000u; // a flushed product keeps only its sign
+        }
+    }
+    head |= f16_bits_of(sb) << 16;
+#endif
+    uint o = p.out_offset + 9u * seg;
+    O[o] = head;
+    for (uint w = 0u; w < 8u; w++) {
+        O[o + 1u + w] = qs[w];
+    }
+}
+
+#elif defined(ACT_Q8_K)
+
+// Per segment: its first element of largest magnitude (bits of |x| and of
+// x), NaN never counting.
+shared uint seg_amax[64];
+shared uint seg_max[64];
+
+void main() {
+    uint seg = global_index_1d();
+    uint tid = gl_LocalInvocationID.x;
+    bool live = seg < p.n_seg; // a whole block is live or not (n_seg % 8 == 0)
+    uint x0 = p.x_offset + 32u * seg;
+    uint amax = 0u, mx = 0u;
+    if (live) {
+        for (uint i = 0u; i < 32u; i++) {
+            uint b = floatBitsToUint(X[x0 + i]);
+            uint a = b & 0x7fffffffu;
+            if (!is_nan_bits(a) && a > amax) {
+                amax = a;
+                mx = b;
+            }
+        }
+    }
+    seg_amax[tid] = amax;
+    seg_max[tid] = mx;
+    barrier();
+    if (!live) {
+        return;
+    }
+    // The block's: the first segment holding its largest magnitude.
+    uint first = tid & ~7u;
+    amax = 0u;
+    mx = 0u;
+    for (uint k = first; k < first + 8u; k++) {
+        if (seg_amax[k] > amax) {
+            amax = seg_amax[k];
+            mx = seg_max[k];
+        }
+    }
+    uint blk = seg / 8u;
+    uint part = seg % 8u;
+    uint o = p.out_offset + Q8_K_WORDS * blk;
+    uint qs[8];
+    uint dbits = 0u;
+    if (amax == 0u) {
+        for (uint w = 0u; w < 8u; w++) {
+            qs[w] = 0u;
+        }
+    } else {
+        // iscale = -127 / max; d = 1 / iscale.
+        uint iscale;
+        if (amax == 0x7f800000u) {
+            iscale = (mx ^ 0x80000000u) & 0x80000000u; // -127 / ±inf = ∓0
+        } else if (amax < 0x00800000u) {
+            iscale = ((mx ^ 0x80000000u) & 0x80000000u) | 0x7f800000u; // overflow
+        } else {
+            iscale = div_rn(0xc2fe0000u, mx); // -127.0
+        }
+        if ((iscale & 0x7fffffffu) == 0u) {
+            dbits = (iscale & 0x80000000u) | 0x7f800000u; // 1 / ∓0
+        } else if ((iscale & 0x7fffffffu) == 0x7f800000u) {
+            dbits = iscale & 0x80000000u; // 1 / ∓inf
+        } else {
+            dbits = div_rn(0x3f800000u, iscale);
+        }
+        bool iscale_finite_nonzero = is_finite_bits(iscale) && (iscale & 0x7fffffffu) != 0u;
+        // q = min(127, nearest_int(fma(iscale, x, 1.5 * 2^23))): the exact
+        // product rounded once. Where the fma is NaN or ±inf (x NaN, iscale
+        // 0 or inf) its bits give 0 after ggml's mask; so does 0 * finite.
+        for (uint w = 0u; w < 8u; w++) {
+            uint word = 0u;
+            for (uint j = 0u; j < 4u; j++) {
+                uint xb = floatBitsToUint(X[x0 + 4u * w + j]);
+                int q = 0;
+                if (iscale_finite_nonzero && is_finite_bits(xb) && (xb & 0x7fffffffu) != 0u) {
+                    q = min(round_product(xb, iscale, false), 127);
+                }
+                word |= (uint(q) & 0xffu) << (8u * j);
+            }
+            qs[w] = word;
+        }
+    }
+    // Two bsums of 16 (i16, as ggml's: the quants are at most 127 apart).
+    int s0 = 0, s1 = 0;
+    for (uint w = 0u; w < 8u; w++) {
+        ivec4 v = ivec4(uvec4(qs[w]) << uvec4(24u, 16u, 8u, 0u)) >> 24;
+        int t = v.x + v.y + v.z + v.w;
+        if (w < 4u) {
+            s0 += t;
+        } else {
+            s1 += t;
+        }
+    }
+    if (part == 0u) {
+        O[o] = dbits;
+    }
+    for (uint w = 0u; w < 8u; w++) {
+        O[o + 1u + 8u * part + w] = qs[w];
+    }
+    O[o + 65u + part] = (uint(s0) & 0xffffu) | (uint(s1) << 16);
+}
+
+#else
+#error "quantize_act.comp: no ACT_* define"
+#endif
