@@ -336,6 +336,12 @@ fn bad_input_is_a_one_line_error() {
         1,
         "invalid --temp -1",
     );
+    // A thread count past 4 per core (a typo for 100?) is refused.
+    assert_one_line_error(
+        &sharpi(&["-m", &m, "-p", "hi", "-t", "100000"]),
+        2,
+        "100000 threads: at most",
+    );
     assert_one_line_error(
         &sharpi(&["-m", &m, "-p", "hi", "--top-p", "2"]),
         1,

@@ -199,6 +199,14 @@ fn wrong_key_type_and_bad_values() {
         V::U32(0),
     ))
     .unwrap();
+    // Experts used with none to use: refused, whether the count is 0 or
+    // absent.
+    let used = with_key(Tiny::llama().image(), "llama.expert_used_count", V::U32(2));
+    fails(&used, &["llama.expert_used_count = 2", "with no experts"]);
+    fails(
+        &with_key(used, "llama.expert_count", V::U32(0)),
+        &["llama.expert_used_count = 2", "with no experts"],
+    );
 }
 
 #[test]

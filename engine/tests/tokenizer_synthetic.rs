@@ -267,3 +267,27 @@ fn ids_out_of_range_are_errors() {
     assert!(t.token_to_piece(u32::MAX, true).is_err());
     assert!(t.stream_decoder(false).push(999).is_err());
 }
+
+#[test]
+fn special_ids_past_the_vocabulary_are_errors() {
+    // An EOS id past the vocabulary would leave another token (the SPM
+    // default) in the stop set; the file is refused instead.
+    for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.bos_token_id"] {
+        let mut img = spm_image(&tiny_vocab());
+        img.kvs.push(Kv {
+            key: key.as_bytes().to_vec(),
+            value: V::U32(275),
+        });
+        assert_eq!(
+            error(img),
+            format!("tokenizer: {key} = 275 is past the vocabulary of 275 tokens")
+        );
+    }
+    // The last id is in range.
+    let mut img = spm_image(&tiny_vocab());
+    img.kvs.push(Kv {
+        key: b"tokenizer.ggml.eos_token_id".to_vec(),
+        value: V::U32(274),
+    });
+    assert_eq!(build(img).unwrap().eos(), Some(274));
+}

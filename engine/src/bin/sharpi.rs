@@ -55,8 +55,9 @@ enum Command {
         /// q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k.
         #[arg(long = "type", value_name = "TYPE")]
         ftype: FileType,
-        /// Worker threads (default: all cores). The output does not depend on it.
-        #[arg(long)]
+        /// Worker threads (default: all cores; at most 4 per core). The
+        /// output does not depend on it.
+        #[arg(long, value_parser = cli::generate::threads)]
         threads: Option<usize>,
     },
     /// Write a synthetic model, deterministic from a seed: drawn from

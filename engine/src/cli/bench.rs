@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::device::DeviceArgs;
-use super::generate::positive;
+use super::generate::{positive, threads};
 use super::CliError;
 use crate::session::SessionConfig;
 use crate::synth::rng::Xoshiro256StarStar;
@@ -35,7 +35,7 @@ pub struct BenchArgs {
     #[arg(short = 'n', long = "n-gen", value_name = "N", default_value_t = 64)]
     pub n_gen: usize,
     /// Worker threads (default: all cores).
-    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive)]
+    #[arg(short = 't', long = "threads", value_name = "N", value_parser = threads)]
     pub threads: Option<usize>,
     /// Repetitions of each test (the median is reported).
     #[arg(short = 'r', long = "repetitions", value_name = "N", default_value_t = 3, value_parser = positive)]

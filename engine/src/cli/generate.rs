@@ -77,7 +77,7 @@ pub struct GenerateArgs {
     #[arg(short = 's', long = "seed", value_name = "SEED")]
     pub seed: Option<u32>,
     /// Worker threads (default: all cores).
-    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive)]
+    #[arg(short = 't', long = "threads", value_name = "N", value_parser = threads)]
     pub threads: Option<usize>,
     /// Temperature (0: greedy).
     #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
@@ -163,6 +163,24 @@ pub struct GenerateArgs {
 }
 
 /// `N >= 1`.
+/// Threads a `-t` may ask for, per core the machine has: more only adds
+/// switching, and a typo like `-t 1000` would start a thousand threads.
+pub const MAX_THREADS_PER_CORE: usize = 4;
+
+/// A `--threads N` value: a whole number from 1 to
+/// [`MAX_THREADS_PER_CORE`] times the cores.
+pub fn threads(s: &str) -> Result<usize, String> {
+    let n = positive(s)?;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let max = MAX_THREADS_PER_CORE * cores;
+    if n > max {
+        return Err(format!(
+            "{n} threads: at most {max} ({MAX_THREADS_PER_CORE} per core, {cores} cores)"
+        ));
+    }
+    Ok(n)
+}
+
 pub fn positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),

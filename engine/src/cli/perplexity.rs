@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::Args;
 
 use super::device::DeviceArgs;
-use super::generate::{positive, KvTypeArg};
+use super::generate::{positive, threads, KvTypeArg};
 use super::CliError;
 use crate::perplexity::{
     self, print, ChunkPlan, KldSummary, LogitsReader, LogitsWriter, PerplexityError,
@@ -38,7 +38,7 @@ pub struct PerplexityArgs {
     #[arg(long = "chunks", value_name = "N", value_parser = positive)]
     pub chunks: Option<usize>,
     /// Worker threads (default: all cores).
-    #[arg(short = 't', long = "threads", value_name = "N", value_parser = positive)]
+    #[arg(short = 't', long = "threads", value_name = "N", value_parser = threads)]
     pub threads: Option<usize>,
     /// KV cache element type (llama-perplexity's default is f16).
     #[arg(long, value_enum, default_value = "f16")]

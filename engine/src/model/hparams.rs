@@ -300,7 +300,21 @@ fn moe_params(m: &Meta<'_>, n_ff: usize) -> Result<Option<MoeParams>, ModelError
             .get_u32_opt(&m.key("expert_count"))
             .map_err(|e| m.err(e))?
         {
-            None | Some(0) => return Ok(None),
+            None | Some(0) => {
+                // Experts to use with none to choose from: a file that lies.
+                let used = m
+                    .gguf
+                    .get_u32_opt(&m.key("expert_used_count"))
+                    .map_err(|e| m.err(e))?;
+                if let Some(u) = used.filter(|&u| u > 0) {
+                    return Err(m.bad(
+                        "expert_used_count",
+                        u,
+                        "with no experts (expert_count absent or 0)",
+                    ));
+                }
+                return Ok(None);
+            }
             Some(n) => n as usize,
         },
     };

@@ -39,6 +39,13 @@ pub enum TokenizerError {
     #[error("tokenizer: tokenizer.ggml.tokens is empty")]
     EmptyVocab,
 
+    #[error("tokenizer: {key} = {id} is past the vocabulary of {n_tokens} tokens")]
+    SpecialIdOutOfRange {
+        key: &'static str,
+        id: u32,
+        n_tokens: usize,
+    },
+
     #[error("tokenizer: vocabulary of {n_tokens} tokens does not fit 32-bit ids")]
     VocabTooLarge { n_tokens: usize },
 

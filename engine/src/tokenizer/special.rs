@@ -161,11 +161,17 @@ pub(crate) fn resolve(
         ("tokenizer.ggml.middle_token_id", |s| &mut s.fim_mid),
     ];
     for (key, slot) in keys {
-        // An id past the vocabulary keeps the default (llama.cpp warns).
+        // An id past the vocabulary is an error (llama.cpp warns and keeps
+        // its default, which would put another token in the stop set).
         if let Some(id) = file.get_u32_opt(key)? {
-            if (id as usize) < n {
-                *slot(&mut s) = Some(id);
+            if (id as usize) >= n {
+                return Err(TokenizerError::SpecialIdOutOfRange {
+                    key,
+                    id,
+                    n_tokens: n,
+                });
             }
+            *slot(&mut s) = Some(id);
         }
     }
 
