@@ -7,6 +7,7 @@ pub mod expert_cache;
 pub mod fault;
 pub mod ggml_type;
 pub mod gguf;
+pub mod host_memory;
 pub mod model;
 pub mod ops;
 pub mod perplexity;

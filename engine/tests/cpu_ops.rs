@@ -522,3 +522,23 @@ fn results_do_not_depend_on_thread_count() {
     let three = run(3);
     assert!(one == two && two == three);
 }
+
+#[test]
+fn a_kv_cache_past_the_hosts_memory_is_an_error() {
+    let mut b = CpuBackend::new(1);
+    // 2^40 positions of 64 + 64 floats: 2^49 bytes, past any host here.
+    let e = b
+        .alloc_kv(1 << 40, 64, 64, KvType::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains('\n'), "{e}");
+    assert!(
+        e.contains(&format!("cannot allocate {} bytes", 1u64 << 49)),
+        "{e}"
+    );
+    assert!(e.contains("KV cache"), "{e}");
+    // Sizes past usize are refused too, not wrapped.
+    assert!(b.alloc_kv(usize::MAX, 2, 2, KvType::F16).is_err());
+    // A small one is fine.
+    assert!(b.alloc_kv(16, 64, 64, KvType::F16).is_ok());
+}

@@ -111,7 +111,7 @@ mod tests {
             window: None,
             softcap: None,
         };
-        let mut kv = KvStore::new(2, 2, 1, ty);
+        let mut kv = KvStore::new(2, 2, 1, ty).unwrap();
         kv.write(0, &[k[0][0], k[0][1], k[1][0], k[1][1]], &v);
         let mut out = [0.0f32];
         attention(&kv, &q, &mut out, 1, &p);

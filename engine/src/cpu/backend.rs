@@ -180,7 +180,14 @@ impl Ops for CpuBackend {
         v_width: usize,
         ty: KvType,
     ) -> Result<Kv, BackendError> {
-        self.kvs.push(KvStore::new(n_ctx, k_width, v_width, ty));
+        let kv = KvStore::new(n_ctx, k_width, v_width, ty).map_err(|bytes| {
+            BackendError::OutOfMemory {
+                backend: self.name(),
+                what: "a KV cache (more than the host's available memory)",
+                bytes,
+            }
+        })?;
+        self.kvs.push(kv);
         Ok(Kv((self.kvs.len() - 1) as u32))
     }
 

@@ -13,11 +13,18 @@ enum Rows {
 }
 
 impl Rows {
-    fn new(ty: KvType, len: usize) -> Rows {
-        match ty {
-            KvType::F32 => Rows::F32(vec![0.0; len]),
-            KvType::F16 => Rows::F16(vec![f16::ZERO; len]),
+    /// `len` zeroed elements of `ty`, or None when they cannot be reserved.
+    fn new(ty: KvType, len: usize) -> Option<Rows> {
+        fn zeroed<T: Clone>(len: usize, zero: T) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, zero);
+            Some(v)
         }
+        Some(match ty {
+            KvType::F32 => Rows::F32(zeroed(len, 0.0)?),
+            KvType::F16 => Rows::F16(zeroed(len, f16::ZERO)?),
+        })
     }
 
     fn write(&mut self, start: usize, src: &[f32]) {
@@ -105,13 +112,32 @@ pub fn round_f16(x: &mut [f32]) {
 }
 
 impl KvStore {
-    pub fn new(n_ctx: usize, k_width: usize, v_width: usize, ty: KvType) -> KvStore {
-        KvStore {
-            n_ctx,
-            k_width,
-            v_width,
-            k: Rows::new(ty, n_ctx * k_width),
-            v: Rows::new(ty, n_ctx * v_width),
+    /// A zeroed cache of `n_ctx` positions, or the bytes it needs when the
+    /// host cannot hold them: more than the kernel reports available
+    /// ([`crate::host_memory::available_bytes`]), past `usize`, or refused
+    /// by the allocator.
+    pub fn new(n_ctx: usize, k_width: usize, v_width: usize, ty: KvType) -> Result<KvStore, u64> {
+        let el: usize = match ty {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        };
+        let elems = |w: usize| n_ctx.checked_mul(w);
+        let (Some(k_len), Some(v_len)) = (elems(k_width), elems(v_width)) else {
+            return Err(u64::MAX);
+        };
+        let bytes = (k_len as u64 + v_len as u64).saturating_mul(el as u64);
+        if crate::host_memory::available_bytes().is_some_and(|avail| bytes > avail) {
+            return Err(bytes);
+        }
+        match (Rows::new(ty, k_len), Rows::new(ty, v_len)) {
+            (Some(k), Some(v)) => Ok(KvStore {
+                n_ctx,
+                k_width,
+                v_width,
+                k,
+                v,
+            }),
+            _ => Err(bytes),
         }
     }
 
