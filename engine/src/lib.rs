@@ -1,5 +1,6 @@
 //! sharpi engine: GGUF models on CPU and Vulkan.
 
+pub mod bounded;
 pub mod chat;
 pub mod cli;
 pub mod cpu;

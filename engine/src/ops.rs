@@ -497,6 +497,21 @@ pub trait Ops: Send {
     /// A zeroed activation buffer `[rows, width]`.
     fn alloc(&mut self, rows: usize, width: usize) -> Result<Act, BackendError>;
 
+    /// Refuses, before any is allocated, `n_layers` KV caches of
+    /// [`Ops::alloc_kv`]'s shape that together need more memory than the
+    /// backend can give (the CPU: the host's available memory), with the
+    /// bytes they need. Backends that find out at allocation accept.
+    fn check_kv(
+        &self,
+        _n_layers: usize,
+        _n_ctx: usize,
+        _k_width: usize,
+        _v_width: usize,
+        _ty: KvType,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// A KV cache of `n_ctx` positions: K rows of `k_width` and V rows of
     /// `v_width` elements (`n_kv_head * head_dim`), stored as `ty`.
     fn alloc_kv(

@@ -166,6 +166,15 @@ impl Session {
         for d in devices.placement().devices_used() {
             scratch[d] = Some(Scratch::alloc(&mut devices, d, &hp, n_batch)?);
         }
+        // Every device's KV caches, checked together before any is made.
+        for d in devices.placement().devices_used() {
+            let n = (0..hp.n_layer)
+                .filter(|&l| devices.device_of(Stage::Layer(l)) == d)
+                .count();
+            devices
+                .backend(d)
+                .check_kv(n, n_ctx, hp.k_width(), hp.v_width(), cfg.kv_type)?;
+        }
         let kv = (0..hp.n_layer)
             .map(|l| {
                 let d = devices.device_of(Stage::Layer(l));

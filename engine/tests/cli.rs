@@ -13,3 +13,5 @@ mod cli_inspect;
 mod cli_perplexity;
 #[path = "cli_quantize.rs"]
 mod cli_quantize;
+#[path = "hostile_input.rs"]
+mod hostile_input;

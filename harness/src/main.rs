@@ -11,6 +11,12 @@ use cmd::calibrate::{calibrate, CalibrateArgs};
 use cmd::capture::{capture, capture_sampling, CaptureArgs, CaptureSamplingArgs};
 use cmd::corpus::{corpus_import, CorpusImportArgs};
 
+/// Every allocation goes through the budgeted allocator, so that a chat
+/// template from a model file renders within a memory budget
+/// (`engine::bounded`).
+#[global_allocator]
+static ALLOC: engine::bounded::BudgetAlloc = engine::bounded::BudgetAlloc;
+
 #[derive(Parser)]
 #[command(
     name = "harness",

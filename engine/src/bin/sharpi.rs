@@ -11,6 +11,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Every allocation goes through the budgeted allocator, so that a chat
+/// template from a model file renders within a memory budget
+/// (`engine::bounded`).
+#[global_allocator]
+static ALLOC: engine::bounded::BudgetAlloc = engine::bounded::BudgetAlloc;
+
 /// `sharpi -m MODEL -p PROMPT [options]` generates text (the same as
 /// `sharpi run ...`); the subcommands do the rest.
 #[derive(Parser)]

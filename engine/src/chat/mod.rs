@@ -10,14 +10,31 @@
 //!   `tools` / `documents` as `None`.
 //!
 //! A template cannot reach files or the environment (no loader: no
-//! includes, imports or extends) and runs on a fuel budget, so one that
-//! loops forever stops with [`ChatError::OutOfFuel`].
+//! includes, imports or extends). A template from a model file is
+//! untrusted, so every render is bounded ([`RenderLimits`]):
+//! - instructions, by minijinja's fuel ([`ChatError::OutOfFuel`]);
+//! - the rendered length ([`ChatError::TooLong`]);
+//! - bytes acquired and wall-clock time: the render runs on its own
+//!   thread under [`crate::bounded`] ([`ChatError::Exceeded`]);
+//! - every width, indent, padding and precision argument
+//!   ([`limits::MAX_WIDTH`]), the `strftime_now` format's length, macro
+//!   recursion and the nesting of printed values.
+//!
+//! So any template gives a render or a one-line error, never an abort.
 
+mod data;
+mod limits;
 mod python;
 mod strftime;
 
-use minijinja::value::{Rest, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use minijinja::value::{Kwargs, Rest, StringInput, Value};
 use minijinja::{Environment, Error, ErrorKind, State};
+
+pub use data::Guarded;
+pub use limits::{RenderLimits, MAX_WIDTH};
 
 use crate::gguf::{GgufFile, MetadataError};
 use crate::tokenizer::Tokenizer;
@@ -61,6 +78,10 @@ pub enum ChatError {
     Raised(String),
     #[error("chat template ran out of fuel ({fuel} instructions): does it loop forever?")]
     OutOfFuel { fuel: u64 },
+    #[error("chat template: the rendered text passed {limit} bytes")]
+    TooLong { limit: usize },
+    #[error("chat template stopped: {0}")]
+    Exceeded(#[from] crate::bounded::Exceeded),
     #[error("chat template failed: {0}")]
     Render(String),
 }
@@ -80,10 +101,12 @@ impl std::error::Error for Raised {}
 
 /// A compiled chat template with the special-token texts it may use.
 pub struct ChatTemplate {
-    env: Environment<'static>,
+    env: Arc<Environment<'static>>,
+    source: String,
     bos_token: String,
     eos_token: String,
     fuel: u64,
+    limits: RenderLimits,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -92,6 +115,7 @@ impl std::fmt::Debug for ChatTemplate {
             .field("bos_token", &self.bos_token)
             .field("eos_token", &self.eos_token)
             .field("fuel", &self.fuel)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -104,24 +128,30 @@ impl ChatTemplate {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_keep_trailing_newline(false);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(unknown_method);
         env.set_formatter(|out, _state, value| {
-            out.write_str(&python::py_str(value))
+            out.write_str(&python::py_str(value)?)
                 .map_err(|e| Error::new(ErrorKind::WriteFailure, e.to_string()))
         });
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", python::tojson);
+        env.add_filter("indent", indent);
+        env.add_filter("format", format);
         env.add_function("strftime_now", |fmt: &str| {
-            strftime::strftime(fmt, strftime::unix_now())
+            check_strftime(fmt)?;
+            Ok::<_, Error>(strftime::strftime(fmt, strftime::unix_now()))
         });
         env.set_fuel(Some(DEFAULT_FUEL));
+        env.set_recursion_limit(limits::MAX_RECURSION);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| ChatError::Syntax(one_line(&e)))?;
         Ok(ChatTemplate {
-            env,
+            env: Arc::new(env),
+            source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
             fuel: DEFAULT_FUEL,
+            limits: RenderLimits::default(),
         })
     }
 
@@ -131,6 +161,12 @@ impl ChatTemplate {
         let source = file
             .get_str_opt(CHAT_TEMPLATE_KEY)?
             .ok_or(ChatError::NoTemplate)?;
+        ChatTemplate::for_tokenizer(source, tokenizer)
+    }
+
+    /// Compiles `source` with BOS and EOS texts from `tokenizer`'s
+    /// vocabulary.
+    pub fn for_tokenizer(source: &str, tokenizer: &Tokenizer) -> Result<ChatTemplate, ChatError> {
         let text = |id: Option<u32>| {
             id.and_then(|i| tokenizer.token_text(i))
                 .unwrap_or_default()
@@ -151,16 +187,28 @@ impl ChatTemplate {
 
     /// Sets how many instructions one render may execute.
     pub fn with_fuel(mut self, fuel: u64) -> ChatTemplate {
-        self.env.set_fuel(Some(fuel));
+        Arc::make_mut(&mut self.env).set_fuel(Some(fuel));
         self.fuel = fuel;
         self
+    }
+
+    /// Sets the bounds of each render.
+    pub fn with_limits(mut self, limits: RenderLimits) -> ChatTemplate {
+        self.limits = limits;
+        self
+    }
+
+    /// The bounds of each render.
+    pub fn limits(&self) -> RenderLimits {
+        self.limits
     }
 
     /// Makes `strftime_now` format this instant (seconds since the epoch,
     /// UTC) instead of the current time: renders become reproducible.
     pub fn with_fixed_time(mut self, unix_seconds: i64) -> ChatTemplate {
-        self.env.add_function("strftime_now", move |fmt: &str| {
-            strftime::strftime(fmt, unix_seconds)
+        Arc::make_mut(&mut self.env).add_function("strftime_now", move |fmt: &str| {
+            check_strftime(fmt)?;
+            Ok::<_, Error>(strftime::strftime(fmt, unix_seconds))
         });
         self
     }
@@ -181,6 +229,22 @@ impl ChatTemplate {
             })
             .collect();
         self.render_value(Value::from(messages), add_generation_prompt)
+    }
+
+    /// Renders `messages` so that the control-token texts
+    /// (`control_texts`, from [`crate::tokenizer::Tokenizer::control_texts`])
+    /// written in any message but the assistant's stay text when the
+    /// result is tokenized through [`Guarded::parts`]; see `data.rs`.
+    pub fn render_guarded(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        control_texts: &[&str],
+    ) -> Result<Guarded, ChatError> {
+        let others = [self.source.as_str(), &self.bos_token, &self.eos_token];
+        let (messages, map) = data::defuse(messages, control_texts, &others)?;
+        let rendered = self.render(&messages, add_generation_prompt)?;
+        Ok(Guarded { rendered, map })
     }
 
     /// Renders messages given as JSON text: a list of objects with any
@@ -211,31 +275,110 @@ impl ChatTemplate {
             ("tools", Value::from(())),
             ("documents", Value::from(())),
         ]);
-        let template = self
-            .env
-            .get_template(TEMPLATE_NAME)
-            .map_err(|e| ChatError::Render(one_line(&e)))?;
-        template.render(ctx).map_err(|e| self.classify(e))
-    }
-
-    fn classify(&self, e: Error) -> ChatError {
-        if e.kind() == ErrorKind::OutOfFuel {
-            return ChatError::OutOfFuel { fuel: self.fuel };
-        }
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        while let Some(s) = source {
-            if let Some(r) = s.downcast_ref::<Raised>() {
-                return ChatError::Raised(one_line(&r.0));
+        let env = Arc::clone(&self.env);
+        let limits = self.limits;
+        let (fuel, cap) = (self.fuel, limits.output_bytes);
+        let bounds = crate::bounded::Limits {
+            bytes: limits.memory,
+            acquired: limits.allocated,
+            time: limits.time,
+            stack: limits::RENDER_STACK,
+        };
+        crate::bounded::run("chat-template", bounds, move || {
+            let template = env
+                .get_template(TEMPLATE_NAME)
+                .map_err(|e| ChatError::Render(one_line(&e)))?;
+            let (mut text, overflowed) = limits::BoundedText::new(cap);
+            match template.render_captured_to(ctx, &mut text) {
+                Ok(_) => String::from_utf8(text.bytes)
+                    .map_err(|_| ChatError::Render("the rendered text is not UTF-8".into())),
+                Err(_) if overflowed.load(Ordering::Relaxed) => {
+                    Err(ChatError::TooLong { limit: cap })
+                }
+                Err(e) => Err(classify(e, fuel)),
             }
-            source = s.source();
-        }
-        ChatError::Render(one_line(&e))
+        })?
     }
+}
+
+/// A render error as a [`ChatError`]: out of fuel, `raise_exception`, or
+/// another failure.
+fn classify(e: Error, fuel: u64) -> ChatError {
+    if e.kind() == ErrorKind::OutOfFuel {
+        return ChatError::OutOfFuel { fuel };
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if let Some(r) = s.downcast_ref::<Raised>() {
+            return ChatError::Raised(one_line(&r.0));
+        }
+        source = s.source();
+    }
+    ChatError::Render(one_line(&e))
+}
+
+/// `strftime_now(format)` with the format's length capped.
+fn check_strftime(fmt: &str) -> Result<(), Error> {
+    if fmt.len() > limits::MAX_STRFTIME_FORMAT {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "strftime_now: a format of {} bytes is over the cap of {}",
+                fmt.len(),
+                limits::MAX_STRFTIME_FORMAT
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// minijinja's `indent` with its width capped.
+fn indent(
+    value: StringInput<'_>,
+    width: Option<usize>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let named: Option<usize> = kwargs.peek("width")?;
+    if let Some(w) = width.or(named) {
+        limits::check_width("indent width", w as u64)?;
+    }
+    minijinja::filters::indent(value, width, first, blank, kwargs)
+}
+
+/// minijinja's printf-style `format` filter with its widths capped.
+fn format(state: &State, fmt: &Value, args: Rest<Value>) -> Result<Value, Error> {
+    if let Some(s) = fmt.as_str() {
+        limits::check_format(limits::FormatSyntax::Printf, s)?;
+    }
+    minijinja::filters::format(state, fmt, args)
+}
+
+/// Python's methods (minijinja-contrib's pycompat), with `str.format`'s
+/// widths capped.
+fn unknown_method(
+    state: &State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    if method == "format" {
+        if let Some(s) = value.as_str() {
+            limits::check_format(limits::FormatSyntax::Braces, s)?;
+        }
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
 }
 
 /// `raise_exception(message)`: fails the render with `message`.
 fn raise_exception(_state: &State, args: Rest<Value>) -> Result<Value, Error> {
-    let message = args.0.first().map(python::py_str).unwrap_or_default();
+    let message = args
+        .0
+        .first()
+        .map(python::py_str)
+        .transpose()?
+        .unwrap_or_default();
     Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
 }
 

@@ -7,6 +7,8 @@ use std::fmt::Write;
 use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 
+use super::limits::{check_width, MAX_VALUE_DEPTH};
+
 /// Python's `repr(float)`: shortest round-trip digits, positional for
 /// exponents -4..16, else `1e+16` style; always a `.0` on whole numbers.
 pub(crate) fn float_repr(x: f64) -> String {
@@ -47,19 +49,33 @@ pub(crate) fn float_repr(x: f64) -> String {
 
 /// Python's `str(value)` for what `{{ value }}` prints: `None`, `True`,
 /// `False`, Python float and list/dict notation; undefined prints nothing.
-pub(crate) fn py_str(v: &Value) -> String {
-    match v.kind() {
+/// A value nested deeper than [`MAX_VALUE_DEPTH`] (a namespace holding
+/// itself) is an error.
+pub(crate) fn py_str(v: &Value) -> Result<String, Error> {
+    Ok(match v.kind() {
         ValueKind::Undefined => String::new(),
         ValueKind::String => v.as_str().unwrap_or_default().to_string(),
         _ => {
             let mut out = String::new();
-            py_repr(v, &mut out);
+            py_repr(v, 0, &mut out)?;
             out
         }
-    }
+    })
 }
 
-fn py_repr(v: &Value, out: &mut String) {
+/// Refuses nesting past [`MAX_VALUE_DEPTH`].
+fn check_depth(level: usize) -> Result<(), Error> {
+    if level > MAX_VALUE_DEPTH {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("a value nested deeper than {MAX_VALUE_DEPTH} levels (does it hold itself?)"),
+        ));
+    }
+    Ok(())
+}
+
+fn py_repr(v: &Value, level: usize, out: &mut String) -> Result<(), Error> {
+    check_depth(level)?;
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => out.push_str("None"),
         ValueKind::Bool => out.push_str(if v.is_true() { "True" } else { "False" }),
@@ -72,7 +88,7 @@ fn py_repr(v: &Value, out: &mut String) {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    py_repr(&item, out);
+                    py_repr(&item, level + 1, out)?;
                 }
             }
             out.push(']');
@@ -84,15 +100,16 @@ fn py_repr(v: &Value, out: &mut String) {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    py_repr(&k, out);
+                    py_repr(&k, level + 1, out)?;
                     out.push_str(": ");
-                    py_repr(&v.get_item(&k).unwrap_or_default(), out);
+                    py_repr(&v.get_item(&k).unwrap_or_default(), level + 1, out)?;
                 }
             }
             out.push('}');
         }
         _ => out.push_str(&v.to_string()),
     }
+    Ok(())
 }
 
 fn number(v: &Value) -> String {
@@ -155,11 +172,15 @@ pub(crate) fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result
     let indent = match arg("indent")? {
         None => None,
         Some(v) if v.is_integer() => {
-            let n = i64::try_from(v)?;
-            Some(" ".repeat(n.max(0) as usize))
+            let n = i64::try_from(v)?.max(0) as u64;
+            check_width("tojson indent", n)?;
+            Some(" ".repeat(n as usize))
         }
         Some(v) => match v.as_str() {
-            Some(s) => Some(s.to_string()),
+            Some(s) => {
+                check_width("tojson indent", s.len() as u64)?;
+                Some(s.to_string())
+            }
             None => {
                 return Err(Error::new(
                     ErrorKind::InvalidOperation,
@@ -204,6 +225,7 @@ pub(crate) fn tojson(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result
 }
 
 fn dump(v: &Value, o: &Dumps, level: usize, out: &mut String) -> Result<(), Error> {
+    check_depth(level)?;
     match v.kind() {
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
@@ -369,7 +391,7 @@ mod tests {
             Value::from(1.0),
         ]);
         assert_eq!(
-            py_str(&v),
+            py_str(&v).unwrap(),
             r#"['a', "it's", 'say "hi"', 'both \' "', None, True, 1.0]"#
         );
     }

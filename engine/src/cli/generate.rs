@@ -7,7 +7,7 @@
 //! context. Counts and speeds go to stderr at the end; `--json` prints one
 //! object instead of the stream.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,9 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::device::DeviceArgs;
-use super::prompt::{self, Prompt};
+use super::prompt::{self, MessageSpecials, Prompt};
 use super::CliError;
+use crate::chat::{ChatTemplate, RenderLimits};
 use crate::ops::KvType;
 use crate::sampler::{top_n, Sampler, SamplerConfig};
 use crate::session::{Session, SessionConfig};
@@ -147,6 +148,14 @@ pub struct GenerateArgs {
     /// Send the prompt as it is: no chat template, special-token texts not parsed.
     #[arg(long)]
     pub raw: bool,
+    /// Use the chat template in FILE instead of the model's.
+    #[arg(long, value_name = "FILE")]
+    pub chat_template_file: Option<PathBuf>,
+    /// In chat mode, parse special-token texts (`<|im_start|>`) written in
+    /// the prompt and system prompt as control tokens. By default they stay
+    /// text, so that a prompt cannot forge the template's turns.
+    #[arg(long)]
+    pub parse_special: bool,
     /// Print the prompt's tokens, the end-of-generation set and the first
     /// steps' top 5 to stderr.
     #[arg(long)]
@@ -234,7 +243,11 @@ type Top = Vec<(u32, f32)>;
 pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let sampling = sampler_config(args, seed)?;
-    let text = prompt_text(args)?;
+    if args.prompt.is_none() && args.file.is_none() {
+        return Err(CliError::Usage(
+            "no prompt: give -p PROMPT or -f FILE".into(),
+        ));
+    }
     let path = args
         .model
         .as_ref()
@@ -252,15 +265,7 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         )));
     }
 
-    let loaded = super::load::load(path, !args.raw)?;
-    let tok = &loaded.tokenizer;
-    let prompt = prompt::build(
-        tok,
-        loaded.template.as_ref(),
-        &text,
-        args.system_prompt.as_deref(),
-        args.raw,
-    )?;
+    let mut loaded = super::load::load(path, !args.raw)?;
     super::load::check_context(&loaded.model, args.ctx_size, "-c")?;
     let cfg = SessionConfig {
         n_ctx: args.ctx_size,
@@ -268,6 +273,34 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         threads: args.threads.unwrap_or(0),
         ..SessionConfig::default()
     };
+    let (n_ctx, _) = cfg
+        .shape(loaded.model.hparams())
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let tok = &loaded.tokenizer;
+    // Text past what the context can hold is refused before it is read
+    // whole, rendered or tokenized.
+    let max_bytes = tok.max_text_bytes(n_ctx);
+    let text = prompt_text(args, tok, n_ctx)?;
+    if let (Some(f), false) = (&args.chat_template_file, args.raw) {
+        loaded.template = Some(template_file(f, tok)?);
+    }
+    let template = loaded.template.take().map(|t| {
+        t.with_limits(RenderLimits {
+            output_bytes: max_bytes,
+            ..RenderLimits::default()
+        })
+    });
+    let prompt = prompt::build(
+        tok,
+        template.as_ref(),
+        &prompt::Request {
+            user: &text,
+            system: args.system_prompt.as_deref(),
+            raw: args.raw,
+            parse_special: args.parse_special,
+            n_ctx,
+        },
+    )?;
     let mut session = args.devices.session(loaded.model.clone(), &cfg)?;
     let n_ctx = session.n_ctx();
     if prompt.tokens.is_empty() {
@@ -288,12 +321,17 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let mut sampler = Sampler::new(sampling)?;
     if args.verbose_prompt {
-        let how = match (prompt.chat, args.raw) {
-            (true, _) => "chat template",
-            (false, true) => "raw",
-            (false, false) => "raw: the model has no chat template",
+        let how = match (prompt.specials, args.raw) {
+            (MessageSpecials::Text { kept }, _) => {
+                format!("chat template; {kept} special-token texts in the messages kept as text")
+            }
+            (MessageSpecials::Parsed, _) => {
+                "chat template; special-token texts in the messages parsed".to_string()
+            }
+            (MessageSpecials::Raw, true) => "raw".to_string(),
+            (MessageSpecials::Raw, false) => "raw: the model has no chat template".to_string(),
         };
-        print_prompt(tok, &prompt, how);
+        print_prompt(tok, &prompt, &how);
     }
 
     for &t in &prompt.tokens {
@@ -430,17 +468,59 @@ fn sampler_config(args: &GenerateArgs, seed: u32) -> Result<SamplerConfig, CliEr
     Ok(cfg)
 }
 
-/// `-p`, or the contents of `-f`.
-fn prompt_text(args: &GenerateArgs) -> Result<String, CliError> {
+/// `-p`, or the contents of `-f`, refused past what a context of `n_ctx`
+/// tokens can hold (a file is read no further than that).
+fn prompt_text(args: &GenerateArgs, tok: &Tokenizer, n_ctx: usize) -> Result<String, CliError> {
     match (&args.prompt, &args.file) {
         (Some(p), _) => Ok(p.clone()),
         (None, Some(f)) => {
-            std::fs::read_to_string(f).map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))
+            let name = f.display();
+            let cap = tok.max_text_bytes(n_ctx);
+            let file =
+                std::fs::File::open(f).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+            let mut bytes = Vec::new();
+            file.take(cap as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+            if bytes.len() > cap {
+                // The file's size where it has one (not a pipe or device).
+                let len = std::fs::metadata(f)
+                    .map_or(0, |m| m.len())
+                    .max(bytes.len() as u64);
+                prompt::check_bytes(tok, &format!("the prompt file {name}"), len as usize, n_ctx)?;
+            }
+            String::from_utf8(bytes).map_err(|e| {
+                CliError::Usage(format!(
+                    "{name}: not UTF-8 text (at byte {})",
+                    e.utf8_error().valid_up_to()
+                ))
+            })
         }
         (None, None) => Err(CliError::Usage(
             "no prompt: give -p PROMPT or -f FILE".into(),
         )),
     }
+}
+
+/// The longest chat template file read.
+const MAX_TEMPLATE_FILE: u64 = 1 << 20;
+
+/// The chat template in `path`, for `tok`'s BOS and EOS texts.
+fn template_file(path: &std::path::Path, tok: &Tokenizer) -> Result<ChatTemplate, CliError> {
+    let name = path.display();
+    let file = std::fs::File::open(path).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_TEMPLATE_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+    if bytes.len() as u64 > MAX_TEMPLATE_FILE {
+        return Err(CliError::Usage(format!(
+            "{name}: a chat template file over {MAX_TEMPLATE_FILE} bytes"
+        )));
+    }
+    let source = String::from_utf8(bytes)
+        .map_err(|_| CliError::Usage(format!("{name}: the chat template is not UTF-8")))?;
+    Ok(ChatTemplate::for_tokenizer(&source, tok)?)
 }
 
 /// A seed for a run without `-s`: the clock mixed with the process id.
@@ -505,9 +585,17 @@ fn write_json(
         Stop::Length => ("length", None),
         Stop::Context => ("context", None),
     };
+    let (message_specials, kept_as_text) = match prompt.specials {
+        MessageSpecials::Raw => (None, None),
+        MessageSpecials::Text { kept } => (Some("text"), Some(kept)),
+        MessageSpecials::Parsed => (Some("parsed"), None),
+    };
     let v = json!({
         "prompt_tokens": prompt.tokens,
+        "prompt_pieces": prompt.tokens.iter().map(|&id| piece(tok, id)).collect::<Vec<_>>(),
         "chat": prompt.chat,
+        "message_specials": message_specials,
+        "specials_kept_as_text": kept_as_text,
         "generated": generated,
         "text": text,
         "stop": stop,

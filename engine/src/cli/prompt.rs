@@ -3,7 +3,34 @@
 
 use super::CliError;
 use crate::chat::{ChatTemplate, Message};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{TextPart, Tokenizer};
+
+/// What to build a prompt from.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub user: &'a str,
+    pub system: Option<&'a str>,
+    /// No chat template; control-token texts stay text.
+    pub raw: bool,
+    /// In chat mode, parse control-token texts in the user's and system
+    /// prompt's text as control tokens (`--parse-special`), as the
+    /// template's own markup is.
+    pub parse_special: bool,
+    /// The context, in tokens: text that cannot fit is refused before
+    /// rendering or tokenizing.
+    pub n_ctx: usize,
+}
+
+/// How control-token texts written in the messages were tokenized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageSpecials {
+    /// No chat template: the whole prompt is text.
+    Raw,
+    /// As text; `kept` of them were in the messages.
+    Text { kept: usize },
+    /// As control tokens (`--parse-special`).
+    Parsed,
+}
 
 /// A prompt ready to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,6 +40,26 @@ pub struct Prompt {
     pub tokens: Vec<u32>,
     /// Whether the chat template was applied.
     pub chat: bool,
+    pub specials: MessageSpecials,
+}
+
+/// Refuses text longer than a context of `n_ctx` tokens can hold
+/// ([`Tokenizer::max_text_bytes`]), naming both.
+pub fn check_bytes(
+    tok: &Tokenizer,
+    what: &str,
+    bytes: usize,
+    n_ctx: usize,
+) -> Result<(), CliError> {
+    let cap = tok.max_text_bytes(n_ctx);
+    if bytes > cap {
+        return Err(CliError::Usage(format!(
+            "{what} is {bytes} bytes, more than a context of {n_ctx} tokens can hold \
+             ({cap} bytes: {} bytes per token at most): give a larger -c or a shorter prompt",
+            cap / n_ctx.max(1)
+        )));
+    }
+    Ok(())
 }
 
 /// Builds the prompt.
@@ -22,52 +69,69 @@ pub struct Prompt {
 ///   with BOS/EOS as the model's metadata asks (llama.cpp's
 ///   `llama_tokenize(.., add_special = true, parse_special = false)`).
 /// - Chat: `[system?, user]` rendered with `add_generation_prompt`, then
-///   tokenized with `parse_special` true and BOS/EOS per the metadata. A
-///   template that writes the BOS (or EOS) text itself would then get a
-///   second one, so, as llama.cpp's `common_chat_template_direct_apply`
-///   does, a rendered text that starts with the BOS text has it removed
-///   when the metadata adds a BOS (and one that ends with the EOS text, when
-///   it adds an EOS): the prompt starts with exactly one BOS either way.
+///   tokenized with BOS/EOS per the metadata. The template's markup has its
+///   control tokens parsed; the messages' text does not (a user cannot
+///   write `<|im_end|>` and open a system turn), unless `parse_special`
+///   (then the whole render is parsed, as llama.cpp does). A template that
+///   writes the BOS (or EOS) text itself would then get a second one, so,
+///   as llama.cpp's `common_chat_template_direct_apply` does, a rendered
+///   text that starts with the BOS text has it removed when the metadata
+///   adds a BOS (and one that ends with the EOS text, when it adds an
+///   EOS): the prompt starts with exactly one BOS either way.
+///
+/// The text is refused before any work when it is longer than the context
+/// can hold, and the template's output is capped at that length.
 pub fn build(
     tok: &Tokenizer,
     template: Option<&ChatTemplate>,
-    user: &str,
-    system: Option<&str>,
-    raw: bool,
+    req: &Request<'_>,
 ) -> Result<Prompt, CliError> {
-    let template = if raw { None } else { template };
+    let bytes = req.user.len() + req.system.map_or(0, str::len);
+    check_bytes(tok, "the prompt", bytes, req.n_ctx)?;
+    let template = if req.raw { None } else { template };
     let Some(template) = template else {
-        if system.is_some() {
-            return Err(CliError::Usage(if raw {
+        if req.system.is_some() {
+            return Err(CliError::Usage(if req.raw {
                 "--system-prompt needs the chat template, which --raw turns off".into()
             } else {
                 "--system-prompt needs a chat template, and the model has none".into()
             }));
         }
         return Ok(Prompt {
-            tokens: tok.encode(user, true, false)?,
-            text: user.to_string(),
+            tokens: tok.encode(req.user, true, false)?,
+            text: req.user.to_string(),
             chat: false,
+            specials: MessageSpecials::Raw,
         });
     };
     let mut messages = Vec::with_capacity(2);
-    if let Some(s) = system {
+    if let Some(s) = req.system {
         messages.push(Message::new("system", s));
     }
-    messages.push(Message::new("user", user));
-    let rendered = template.render(&messages, true)?;
-    let mut text = rendered.as_str();
-    let bos = template.bos_token();
-    if tok.add_bos() && !bos.is_empty() {
-        text = text.strip_prefix(bos).unwrap_or(text);
+    messages.push(Message::new("user", req.user));
+    let controls = if req.parse_special {
+        Vec::new()
+    } else {
+        tok.control_texts()
+    };
+    let mut rendered = template.render_guarded(&messages, true, &controls)?;
+    if tok.add_bos() {
+        rendered.strip_prefix(template.bos_token());
     }
-    let eos = template.eos_token();
-    if tok.add_eos() && !eos.is_empty() {
-        text = text.strip_suffix(eos).unwrap_or(text);
+    if tok.add_eos() {
+        rendered.strip_suffix(template.eos_token());
     }
+    let parts: Vec<TextPart<'_>> = rendered.parts();
     Ok(Prompt {
-        tokens: tok.encode(text, true, true)?,
-        text: text.to_string(),
+        tokens: tok.encode_parts(&parts, true)?,
+        text: rendered.text(),
         chat: true,
+        specials: if req.parse_special {
+            MessageSpecials::Parsed
+        } else {
+            MessageSpecials::Text {
+                kept: rendered.kept_as_text(),
+            }
+        },
     })
 }

@@ -173,6 +173,25 @@ impl Ops for CpuBackend {
         Ok(Act::new((self.acts.len() - 1) as u32, rows, width))
     }
 
+    fn check_kv(
+        &self,
+        n_layers: usize,
+        n_ctx: usize,
+        k_width: usize,
+        v_width: usize,
+        ty: KvType,
+    ) -> Result<(), BackendError> {
+        let bytes = KvStore::bytes_for(n_ctx, k_width, v_width, ty).saturating_mul(n_layers as u64);
+        if crate::host_memory::available_bytes().is_some_and(|avail| bytes > avail) {
+            return Err(BackendError::OutOfMemory {
+                backend: self.name(),
+                what: "the KV caches (more than the host's available memory)",
+                bytes,
+            });
+        }
+        Ok(())
+    }
+
     fn alloc_kv(
         &mut self,
         n_ctx: usize,

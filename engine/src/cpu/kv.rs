@@ -112,6 +112,17 @@ pub fn round_f16(x: &mut [f32]) {
 }
 
 impl KvStore {
+    /// The bytes a cache of `n_ctx` positions needs (saturating).
+    pub fn bytes_for(n_ctx: usize, k_width: usize, v_width: usize, ty: KvType) -> u64 {
+        let el: u64 = match ty {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        };
+        (n_ctx as u64)
+            .saturating_mul(k_width as u64 + v_width as u64)
+            .saturating_mul(el)
+    }
+
     /// A zeroed cache of `n_ctx` positions, or the bytes it needs when the
     /// host cannot hold them: more than the kernel reports available
     /// ([`crate::host_memory::available_bytes`]), past `usize`, or refused

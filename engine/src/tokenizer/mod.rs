@@ -40,6 +40,8 @@ pub use special::SpecialTokens;
 pub use stream::StreamDecoder;
 pub use vocab::{TokenAttr, TokenId};
 
+use std::borrow::Cow;
+
 use crate::gguf::GgufFile;
 use partition::{Fragment, SpecialMatcher};
 use piece::{Detok, DetokContext};
@@ -62,6 +64,21 @@ enum Model {
     Spm,
 }
 
+/// One part of a text to tokenize ([`Tokenizer::encode_parts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextPart<'a> {
+    pub text: &'a str,
+    /// Whether control-token texts in `text` become control tokens.
+    pub parse_special: bool,
+}
+
+/// A piece of the input after splitting at special tokens: text (joined
+/// across parts) or a special token.
+enum PartFragment<'a> {
+    Text(Cow<'a, str>),
+    Token(TokenId),
+}
+
 /// A tokenizer for one model's vocabulary.
 pub struct Tokenizer {
     vocab: Vocab,
@@ -71,6 +88,8 @@ pub struct Tokenizer {
     eog: Vec<TokenId>,
     matcher: SpecialMatcher,
     pieces: Vec<Box<[u8]>>,
+    /// Bytes of the longest piece (and of the longest token text).
+    longest_piece: usize,
     add_bos: bool,
     add_eos: bool,
     add_space_prefix: bool,
@@ -149,9 +168,15 @@ impl Tokenizer {
             add_eos = v;
         }
         let matcher = SpecialMatcher::new(&vocab)?;
-        let pieces = (0..vocab.len() as TokenId)
+        let pieces: Vec<Box<[u8]>> = (0..vocab.len() as TokenId)
             .map(|id| piece::render(&vocab, kind, id))
             .collect();
+        let longest_piece = pieces
+            .iter()
+            .map(|p| p.len())
+            .chain(vocab.iter().map(|(t, _)| t.len()))
+            .max()
+            .unwrap_or(0);
         Ok(Tokenizer {
             vocab,
             model,
@@ -160,6 +185,7 @@ impl Tokenizer {
             eog,
             matcher,
             pieces,
+            longest_piece,
             add_bos,
             add_eos,
             add_space_prefix,
@@ -180,8 +206,29 @@ impl Tokenizer {
         add_special: bool,
         parse_special: bool,
     ) -> Result<Vec<TokenId>, TokenizerError> {
-        let fragments = self.matcher.partition(&self.vocab, text, parse_special);
-        let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        self.encode_parts(
+            &[TextPart {
+                text,
+                parse_special,
+            }],
+            add_special,
+        )
+    }
+
+    /// Token ids for the concatenation of `parts`, where each part says
+    /// whether control-token texts in it become control tokens: a chat
+    /// prompt's markup (parsed) around the users' text (not parsed). Text
+    /// on either side of a part boundary is one piece of text, tokenized
+    /// together, exactly as `encode` would tokenize the concatenation if
+    /// none of the unparsed parts held a control token's text.
+    pub fn encode_parts(
+        &self,
+        parts: &[TextPart<'_>],
+        add_special: bool,
+    ) -> Result<Vec<TokenId>, TokenizerError> {
+        let fragments = self.fragments(parts);
+        let bytes: usize = parts.iter().map(|p| p.text.len()).sum();
+        let mut out = Vec::with_capacity(bytes / 3 + 2);
         if add_special && self.add_bos {
             out.push(
                 self.special
@@ -197,17 +244,17 @@ impl Tokenizer {
                 let mut buf = String::new();
                 for f in fragments {
                     match f {
-                        Fragment::Text(r) => {
+                        PartFragment::Text(text) => {
                             buf.clear();
                             if self.add_space_prefix && prev_special {
                                 buf.push(' ');
                             }
-                            buf.push_str(&text[r]);
+                            buf.push_str(&text);
                             let escaped = buf.replace(' ', "\u{2581}");
                             spm::tokenize(&self.vocab, &escaped, &mut out)?;
                             prev_special = false;
                         }
-                        Fragment::Token(id) => {
+                        PartFragment::Token(id) => {
                             out.push(id);
                             prev_special = true;
                         }
@@ -217,8 +264,8 @@ impl Tokenizer {
             Model::Bpe(bpe) => {
                 for f in fragments {
                     match f {
-                        Fragment::Text(r) => bpe.tokenize(&text[r], &mut out)?,
-                        Fragment::Token(id) => out.push(id),
+                        PartFragment::Text(text) => bpe.tokenize(&text, &mut out)?,
+                        PartFragment::Token(id) => out.push(id),
                     }
                 }
             }
@@ -231,6 +278,54 @@ impl Tokenizer {
             );
         }
         Ok(out)
+    }
+
+    /// Each part split at its special tokens, with text that meets across
+    /// a part boundary joined into one fragment.
+    fn fragments<'t>(&self, parts: &[TextPart<'t>]) -> Vec<PartFragment<'t>> {
+        let mut out: Vec<PartFragment<'t>> = Vec::new();
+        for part in parts {
+            for f in self
+                .matcher
+                .partition(&self.vocab, part.text, part.parse_special)
+            {
+                match f {
+                    Fragment::Token(id) => out.push(PartFragment::Token(id)),
+                    Fragment::Text(r) => {
+                        let text = &part.text[r];
+                        match out.last_mut() {
+                            Some(PartFragment::Text(prev)) => prev.to_mut().push_str(text),
+                            _ => out.push(PartFragment::Text(Cow::Borrowed(text))),
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The texts that become control (or unknown) tokens when special
+    /// tokens are parsed and stay text when they are not, longest first.
+    pub fn control_texts(&self) -> Vec<&str> {
+        self.matcher
+            .ids()
+            .iter()
+            .filter(|&&id| {
+                self.vocab
+                    .attr(id)
+                    .intersects(TokenAttr::CONTROL | TokenAttr::UNKNOWN)
+            })
+            .map(|&id| self.vocab.text(id))
+            .filter(|t| !t.is_empty())
+            .collect()
+    }
+
+    /// The most bytes of text that `n_tokens` tokens can stand for: `n`
+    /// times the longest token's bytes (at least 4: an unknown token
+    /// covers one character). A text longer than this cannot tokenize to
+    /// `n_tokens` or fewer, so it can be refused before tokenizing.
+    pub fn max_text_bytes(&self, n_tokens: usize) -> usize {
+        n_tokens.saturating_mul(self.longest_piece.max(4))
     }
 
     /// The bytes token `id` stands for (llama.cpp's `llama_token_to_piece`
