@@ -266,3 +266,23 @@ fn hostile_templates_render_or_fail_in_one_line() {
         );
     }
 }
+
+/// A render past its memory budget leaves its thread parked with what it
+/// held: the template then refuses further renders instead of leaving one
+/// more behind each time.
+#[test]
+fn a_template_past_its_budget_refuses_later_renders() {
+    let src = "{% set ns = namespace(s='x') %}{% for i in range(40) %}\
+               {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
+    let t = template(src).with_limits(engine::chat::RenderLimits {
+        memory: 8 << 20,
+        ..engine::chat::RenderLimits::default()
+    });
+    let msgs = [Message::new("user", "hi")];
+    let err = t.render(&msgs, true).unwrap_err();
+    assert!(
+        matches!(err, ChatError::Exceeded(engine::bounded::Exceeded::Bytes { limit }) if limit == 8 << 20),
+        "{err:?}"
+    );
+    assert!(matches!(t.render(&msgs, true), Err(ChatError::Spent)));
+}

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use engine::chat::{ChatTemplate, Message, RenderLimits};
 
-/// The limits of one fuzz render: small, so that executions stay fast.
+/// The limits of one fuzz render: small, so that executions stay fast and
+/// a render past its budget (whose thread stays parked with what it held)
+/// leaves little behind.
 pub const LIMITS: RenderLimits = RenderLimits {
     output_bytes: 1 << 20,
-    memory: 64 << 20,
-    allocated: 512 << 20,
+    memory: 8 << 20,
+    allocated: 128 << 20,
     time: Duration::from_secs(2),
 };
 

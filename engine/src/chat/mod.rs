@@ -27,7 +27,7 @@ mod limits;
 mod python;
 mod strftime;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use minijinja::value::{Kwargs, Rest, StringInput, Value};
@@ -82,6 +82,8 @@ pub enum ChatError {
     TooLong { limit: usize },
     #[error("chat template stopped: {0}")]
     Exceeded(#[from] crate::bounded::Exceeded),
+    #[error("chat template refused: an earlier render passed its memory or time budget")]
+    Spent,
     #[error("chat template failed: {0}")]
     Render(String),
 }
@@ -107,6 +109,10 @@ pub struct ChatTemplate {
     eos_token: String,
     fuel: u64,
     limits: RenderLimits,
+    /// Set when a render passed its memory or time budget: its thread
+    /// stays parked with what it held, so later renders are refused rather
+    /// than leave one more behind each.
+    spent: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -152,6 +158,7 @@ impl ChatTemplate {
             eos_token: eos_token.to_string(),
             fuel: DEFAULT_FUEL,
             limits: RenderLimits::default(),
+            spent: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -275,6 +282,9 @@ impl ChatTemplate {
             ("tools", Value::from(())),
             ("documents", Value::from(())),
         ]);
+        if self.spent.load(Ordering::Relaxed) {
+            return Err(ChatError::Spent);
+        }
         let env = Arc::clone(&self.env);
         let limits = self.limits;
         let (fuel, cap) = (self.fuel, limits.output_bytes);
@@ -297,6 +307,17 @@ impl ChatTemplate {
                 }
                 Err(e) => Err(classify(e, fuel)),
             }
+        })
+        .map_err(|e| {
+            if matches!(
+                e,
+                crate::bounded::Exceeded::Bytes { .. }
+                    | crate::bounded::Exceeded::Acquired { .. }
+                    | crate::bounded::Exceeded::Time(_)
+            ) {
+                self.spent.store(true, Ordering::Relaxed);
+            }
+            ChatError::Exceeded(e)
         })?
     }
 }

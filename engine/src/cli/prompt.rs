@@ -97,8 +97,12 @@ pub fn build(
                 "--system-prompt needs a chat template, and the model has none".into()
             }));
         }
+        let parts = [TextPart {
+            text: req.user,
+            parse_special: false,
+        }];
         return Ok(Prompt {
-            tokens: tok.encode(req.user, true, false)?,
+            tokens: tokens_within(tok, &parts, req.n_ctx)?,
             text: req.user.to_string(),
             chat: false,
             specials: MessageSpecials::Raw,
@@ -123,7 +127,7 @@ pub fn build(
     }
     let parts: Vec<TextPart<'_>> = rendered.parts();
     Ok(Prompt {
-        tokens: tok.encode_parts(&parts, true)?,
+        tokens: tokens_within(tok, &parts, req.n_ctx)?,
         text: rendered.text(),
         chat: true,
         specials: if req.parse_special {
@@ -134,4 +138,22 @@ pub fn build(
             }
         },
     })
+}
+
+/// The ids of `parts` (BOS/EOS as the metadata says), refused as soon as
+/// they are known to pass the context: tokenizing stops there, so memory
+/// follows the context, not the text.
+fn tokens_within(
+    tok: &Tokenizer,
+    parts: &[TextPart<'_>],
+    n_ctx: usize,
+) -> Result<Vec<u32>, CliError> {
+    let encoded = tok.encode_parts_upto(parts, true, n_ctx)?;
+    if !encoded.complete {
+        return Err(CliError::Usage(format!(
+            "the prompt is more than {} tokens, the context holds {n_ctx}: give a larger -c or a shorter prompt",
+            encoded.tokens.len()
+        )));
+    }
+    Ok(encoded.tokens)
 }

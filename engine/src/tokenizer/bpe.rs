@@ -86,49 +86,43 @@ impl ByteLevelBpe {
             .build()
             .map_err(TokenizerError::backend)?;
 
-        let mut steps = Vec::with_capacity(spec.regexes.len() + 1);
-        for r in spec.regexes {
-            let split = Split::new(
-                SplitPattern::Regex(super::pre::unicode_15_1(r)),
-                SplitDelimiterBehavior::Isolated,
-                false,
-            )
-            .map_err(TokenizerError::backend)?;
-            steps.push(PreTokenizerWrapper::Split(split));
-        }
-        // The expressions did the splitting; ByteLevel only maps bytes.
-        steps.push(PreTokenizerWrapper::ByteLevel(ByteLevel::new(
-            false, false, false,
-        )));
         Ok(ByteLevelBpe {
-            pre: Sequence::new(steps),
+            pre: pre_tokenizer(spec)?,
             model,
             missing,
             ignore_merges: spec.ignore_merges,
         })
     }
 
-    /// Appends the ids of `text` (plain text, no special tokens) to `out`.
+    /// Appends the ids of `text` (plain text, no special tokens) to `out`,
+    /// stopping early, between windows ([`pieces_in_windows`]), once `out`
+    /// holds more than `limit` ids; returns whether all of `text` was
+    /// tokenized.
     pub(crate) fn tokenize(
         &self,
         text: &str,
         out: &mut Vec<TokenId>,
-    ) -> Result<(), TokenizerError> {
-        let mut pts = PreTokenizedString::from(text);
-        self.pre
-            .pre_tokenize(&mut pts)
-            .map_err(TokenizerError::backend)?;
-        for (piece, _, _) in pts.get_splits(OffsetReferential::Original, OffsetType::Byte) {
-            let is_missing = |c: char| self.missing.contains(&c);
-            if !piece.contains(is_missing) {
-                self.merge(piece, out)?;
-            } else if let Some(id) = self.model.token_to_id(piece).filter(|_| self.ignore_merges) {
-                out.push(id);
-            } else {
-                // A missing byte is dropped and separates what is around it.
-                for part in piece.split(is_missing).filter(|p| !p.is_empty()) {
-                    self.merge(part, out)?;
-                }
+        limit: usize,
+    ) -> Result<bool, TokenizerError> {
+        pieces_in_windows(&self.pre, text, WINDOW, &mut |pieces| {
+            for piece in pieces {
+                self.piece(piece, out)?;
+            }
+            Ok(out.len() <= limit)
+        })
+    }
+
+    /// Appends the ids of one pre-tokenized piece.
+    fn piece(&self, piece: &str, out: &mut Vec<TokenId>) -> Result<(), TokenizerError> {
+        let is_missing = |c: char| self.missing.contains(&c);
+        if !piece.contains(is_missing) {
+            self.merge(piece, out)?;
+        } else if let Some(id) = self.model.token_to_id(piece).filter(|_| self.ignore_merges) {
+            out.push(id);
+        } else {
+            // A missing byte is dropped and separates what is around it.
+            for part in piece.split(is_missing).filter(|p| !p.is_empty()) {
+                self.merge(part, out)?;
             }
         }
         Ok(())
@@ -139,6 +133,114 @@ impl ByteLevelBpe {
         out.extend(tokens.iter().map(|t| t.id));
         Ok(())
     }
+}
+
+/// The pre-tokenizer of `spec`: its expressions as isolating splits, then
+/// GPT-2's byte-to-character mapping.
+pub(crate) fn pre_tokenizer(spec: &PreSpec) -> Result<Sequence, TokenizerError> {
+    let mut steps = Vec::with_capacity(spec.regexes.len() + 1);
+    for r in spec.regexes {
+        let split = Split::new(
+            SplitPattern::Regex(super::pre::unicode_15_1(r)),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(TokenizerError::backend)?;
+        steps.push(PreTokenizerWrapper::Split(split));
+    }
+    // The expressions did the splitting; ByteLevel only maps bytes.
+    steps.push(PreTokenizerWrapper::ByteLevel(ByteLevel::new(
+        false, false, false,
+    )));
+    Ok(Sequence::new(steps))
+}
+
+/// Bytes of text pre-tokenized at once.
+pub(crate) const WINDOW: usize = 64 << 10;
+
+/// Pre-tokenizes `text` a window of about `window` bytes at a time, giving
+/// each window's pieces (byte-mapped) to `emit` in order, which says
+/// whether to go on; returns whether all of `text` was given.
+///
+/// The `tokenizers` crate's pre-tokenizer takes ~100 bytes of memory per
+/// input byte; in windows, memory follows the window, not the text. A
+/// window's pieces are kept up to its last piece boundary at least half a
+/// window before its end and not inside a run of white space, and the
+/// next window starts there. The expressions decide a boundary from the
+/// runs of one character class (letters, digits, spaces, others) around
+/// it and the character after them, so such a boundary is one the whole
+/// text has (inside a run of white space, `\s*[\r\n]+` backtracks to the
+/// run's last newline, wherever the run ends); a window with no such
+/// boundary doubles. A text shorter
+/// than a window is one window, as before. `windows_split_as_the_whole_text`
+/// checks this for every pre-tokenizer of the table.
+pub(crate) fn pieces_in_windows(
+    pre: &Sequence,
+    text: &str,
+    window: usize,
+    emit: &mut dyn FnMut(&mut dyn Iterator<Item = &str>) -> Result<bool, TokenizerError>,
+) -> Result<bool, TokenizerError> {
+    let mut start = 0;
+    while start < text.len() {
+        let mut w = window.max(8);
+        loop {
+            let end = floor_char_boundary(text, start.saturating_add(w));
+            if end <= start {
+                w = w.saturating_mul(2);
+                continue;
+            }
+            let last = end >= text.len();
+            let chunk = &text[start..end];
+            let mut pts = PreTokenizedString::from(chunk);
+            pre.pre_tokenize(&mut pts)
+                .map_err(TokenizerError::backend)?;
+            let splits = pts.get_splits(OffsetReferential::Original, OffsetType::Byte);
+            let keep = if last {
+                Some(chunk.len())
+            } else {
+                let safe = chunk.len().saturating_sub(w / 2);
+                // Not inside a run of white space: where `\s+(?!\S)` and
+                // `\s*[\r\n]+` end depends on where the whole run ends.
+                let inside_spaces = |a: usize| {
+                    let before = chunk[..a].chars().next_back();
+                    let after = chunk[a..].chars().next();
+                    before.is_some_and(char::is_whitespace)
+                        && after.is_some_and(char::is_whitespace)
+                };
+                splits
+                    .iter()
+                    .map(|(_, (a, _), _)| *a)
+                    .filter(|&a| a > 0 && a <= safe && !inside_spaces(a))
+                    .max()
+            };
+            let Some(keep) = keep else {
+                w = w.saturating_mul(2);
+                continue;
+            };
+            let mut kept = splits
+                .iter()
+                .filter(|(_, (_, b), _)| *b <= keep)
+                .map(|(p, _, _)| *p);
+            if !emit(&mut kept)? {
+                return Ok(start + keep >= text.len());
+            }
+            start += keep;
+            break;
+        }
+    }
+    Ok(true)
+}
+
+/// The largest char boundary of `text` at or below `i` (its length past it).
+fn floor_char_boundary(text: &str, i: usize) -> usize {
+    if i >= text.len() {
+        return text.len();
+    }
+    let mut i = i;
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// GPT-2's printable stand-in for byte `b`: printable Latin-1 bytes stand
@@ -170,6 +272,61 @@ pub(crate) fn char_byte(c: char) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pieces of `text` in windows of `window` bytes.
+    fn windowed(pre: &Sequence, text: &str, window: usize) -> Vec<String> {
+        let mut all = Vec::new();
+        let done = pieces_in_windows(pre, text, window, &mut |pieces| {
+            all.extend(pieces.map(str::to_string));
+            Ok(true)
+        })
+        .unwrap();
+        assert!(done);
+        all
+    }
+
+    #[test]
+    fn windows_split_as_the_whole_text() {
+        // Texts mixing every class the expressions tell apart, with long
+        // runs of each: letters (ASCII and not), digits, spaces, newlines,
+        // tabs, punctuation, apostrophes, emoji.
+        let atoms = [
+            "a", "Zq", "é", "中文", "1", "234", " ", "  ", "\n", "\r\n", "\t", "!", "'s", "'LL",
+            "...", "😀", "-", " ,", "\u{a0}", "x1", "٣",
+        ];
+        let mut seed = 0x5eed_u64;
+        for name in crate::tokenizer::pre::TABLE.iter().map(|(n, _)| *n) {
+            let spec = crate::tokenizer::pre::lookup(name).unwrap();
+            let pre = pre_tokenizer(&spec).unwrap();
+            for case in 0..40 {
+                let n = 50 + (crate::synth::rng::splitmix64(&mut seed) % 400) as usize;
+                let mut text = String::new();
+                for _ in 0..n {
+                    let r = crate::synth::rng::splitmix64(&mut seed);
+                    let atom = atoms[(r % atoms.len() as u64) as usize];
+                    // Now and then a long run of one atom.
+                    let times = if r.is_multiple_of(17) { 1 + (r >> 32) % 40 } else { 1 };
+                    for _ in 0..times {
+                        text.push_str(atom);
+                    }
+                }
+                let whole = windowed(&pre, &text, usize::MAX);
+                for window in [8, 16, 37, 64, 200] {
+                    let got = windowed(&pre, &text, window);
+                    if let Some(i) =
+                        (0..got.len().max(whole.len())).find(|&i| got.get(i) != whole.get(i))
+                    {
+                        let lo = i.saturating_sub(3);
+                        panic!(
+                            "{name}, case {case}, window {window}: piece {i}: {:?} vs whole {:?}",
+                            &got[lo..(i + 3).min(got.len())],
+                            &whole[lo..(i + 3).min(whole.len())]
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn byte_chars_are_gpt2s() {

@@ -72,6 +72,15 @@ pub struct TextPart<'a> {
     pub parse_special: bool,
 }
 
+/// Ids from [`Tokenizer::encode_parts_upto`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    pub tokens: Vec<TokenId>,
+    /// Whether all of the text was tokenized (else it stopped past the
+    /// limit, and `tokens` holds more than the limit but not all).
+    pub complete: bool,
+}
+
 /// A piece of the input after splitting at special tokens: text (joined
 /// across parts) or a special token.
 enum PartFragment<'a> {
@@ -226,6 +235,21 @@ impl Tokenizer {
         parts: &[TextPart<'_>],
         add_special: bool,
     ) -> Result<Vec<TokenId>, TokenizerError> {
+        Ok(self
+            .encode_parts_upto(parts, add_special, usize::MAX)?
+            .tokens)
+    }
+
+    /// [`Tokenizer::encode_parts`], stopping once more than `max_tokens`
+    /// ids are known (a prompt that cannot fit the context): byte-level
+    /// BPE text is tokenized a window at a time, and memory follows the
+    /// ids kept. SentencePiece text is tokenized whole.
+    pub fn encode_parts_upto(
+        &self,
+        parts: &[TextPart<'_>],
+        add_special: bool,
+        max_tokens: usize,
+    ) -> Result<Encoded, TokenizerError> {
         let fragments = self.fragments(parts);
         let bytes: usize = parts.iter().map(|p| p.text.len()).sum();
         let mut out = Vec::with_capacity(bytes / 3 + 2);
@@ -263,8 +287,21 @@ impl Tokenizer {
             }
             Model::Bpe(bpe) => {
                 for f in fragments {
+                    if out.len() > max_tokens {
+                        return Ok(Encoded {
+                            tokens: out,
+                            complete: false,
+                        });
+                    }
                     match f {
-                        PartFragment::Text(text) => bpe.tokenize(&text, &mut out)?,
+                        PartFragment::Text(text) => {
+                            if !bpe.tokenize(&text, &mut out, max_tokens)? {
+                                return Ok(Encoded {
+                                    tokens: out,
+                                    complete: false,
+                                });
+                            }
+                        }
                         PartFragment::Token(id) => out.push(id),
                     }
                 }
@@ -277,7 +314,10 @@ impl Tokenizer {
                     .ok_or(TokenizerError::MissingSpecial { what: "EOS" })?,
             );
         }
-        Ok(out)
+        Ok(Encoded {
+            tokens: out,
+            complete: true,
+        })
     }
 
     /// Each part split at its special tokens, with text that meets across

@@ -61,7 +61,7 @@ const fn spec(regexes: &'static [&'static str], clean_spaces: bool) -> PreSpec {
 }
 
 /// Names, each with what llama.cpp does for it.
-const TABLE: &[(&str, PreSpec)] = &[
+pub(crate) const TABLE: &[(&str, PreSpec)] = &[
     ("smollm", spec(&[DIGIT, GPT2], false)),
     ("starcoder", spec(&[DIGIT, GPT2], true)),
     ("refact", spec(&[DIGIT, GPT2], true)),
