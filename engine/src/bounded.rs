@@ -18,7 +18,10 @@
 //!   (at most the budget) until the process exits.
 //! - After the time limit the caller returns [`Exceeded::Time`] and marks
 //!   the budget cancelled: the thread parks at its next allocation.
-//! - A panic in the thread becomes [`Exceeded::Panicked`].
+//! - A panic in the thread becomes [`Exceeded::Panicked`], with its message
+//!   on one line; the panic hook stays silent for these threads (the
+//!   process's hook is wrapped once, for every other thread it does what it
+//!   did).
 //!
 //! A parked thread keeps the locks it held. The work must not take locks
 //! that other threads need while it allocates (a chat render touches only
@@ -31,7 +34,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Once};
 use std::time::{Duration, Instant};
 
 /// The system allocator with per-thread budgets for [`run`].
@@ -41,6 +44,9 @@ pub struct BudgetAlloc;
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
+    /// Whether [`run`] started this thread: its panics are reported as
+    /// [`Exceeded::Panicked`], not printed by the panic hook.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
     /// The budget of the thread, when [`run`] started it. A const
     /// initialiser without a destructor: reading it never allocates.
     static BUDGET: Cell<*const Budget> = const { Cell::new(std::ptr::null()) };
@@ -203,6 +209,21 @@ pub enum Exceeded {
     Spawn(String),
 }
 
+/// Wraps the process's panic hook, once, so that it stays silent for the
+/// threads [`run`] starts (their panic becomes a one-line error) and does
+/// what it did before for every other thread.
+fn quiet_panics_of_bounded_threads() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(|q| q.get()) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 /// How often the caller looks at the budget while it waits.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -220,12 +241,14 @@ where
         limits,
         state: AtomicU8::new(RUNNING),
     });
+    quiet_panics_of_bounded_threads();
     let (tx, rx) = mpsc::sync_channel::<std::thread::Result<T>>(1);
     let theirs = Arc::clone(&budget);
     let spawned = std::thread::Builder::new()
         .name(name.to_string())
         .stack_size(limits.stack)
         .spawn(move || {
+            QUIET.with(|q| q.set(true));
             BUDGET.with(|b| b.set(Arc::as_ptr(&theirs)));
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
             BUDGET.with(|b| b.set(std::ptr::null()));

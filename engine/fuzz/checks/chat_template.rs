@@ -16,8 +16,8 @@ use engine::chat::{ChatTemplate, Message, RenderLimits};
 /// leaves little behind.
 pub const LIMITS: RenderLimits = RenderLimits {
     output_bytes: 1 << 20,
-    memory: 8 << 20,
-    allocated: 128 << 20,
+    memory: 1 << 20,
+    allocated: 16 << 20,
     time: Duration::from_secs(2),
 };
 

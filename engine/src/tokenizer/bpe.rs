@@ -305,7 +305,11 @@ mod tests {
                     let r = crate::synth::rng::splitmix64(&mut seed);
                     let atom = atoms[(r % atoms.len() as u64) as usize];
                     // Now and then a long run of one atom.
-                    let times = if r.is_multiple_of(17) { 1 + (r >> 32) % 40 } else { 1 };
+                    let times = if r.is_multiple_of(17) {
+                        1 + (r >> 32) % 40
+                    } else {
+                        1
+                    };
                     for _ in 0..times {
                         text.push_str(atom);
                     }
