@@ -298,7 +298,7 @@ mod tests {
         for name in crate::tokenizer::pre::TABLE.iter().map(|(n, _)| *n) {
             let spec = crate::tokenizer::pre::lookup(name).unwrap();
             let pre = pre_tokenizer(&spec).unwrap();
-            for case in 0..40 {
+            for case in 0..12 {
                 let n = 50 + (crate::synth::rng::splitmix64(&mut seed) % 400) as usize;
                 let mut text = String::new();
                 for _ in 0..n {
