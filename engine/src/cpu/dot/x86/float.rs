@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::Micro;
+use super::{bytes_at, load128, load256, Micro};
 
 pub(crate) struct F32;
 pub(crate) struct F16;
@@ -21,16 +21,26 @@ unsafe fn reduce4(s: [__m256; 4]) -> f32 {
     _mm_cvtss_f32(_mm_hadd_ps(t1, t1))
 }
 
+#[inline(always)]
+unsafe fn f32_le(p: *const u8) -> f32 {
+    f32::from_le_bytes(bytes_at(p))
+}
+
+#[inline(always)]
+unsafe fn u16_le(p: *const u8) -> u16 {
+    u16::from_le_bytes(bytes_at(p))
+}
+
 /// Eight F16 values at `p` as f32.
 #[inline(always)]
 unsafe fn load_f16(p: *const u8) -> __m256 {
-    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+    _mm256_cvtph_ps(load128(p))
 }
 
 /// Eight BF16 values at `p` as f32.
 #[inline(always)]
 unsafe fn load_bf16(p: *const u8) -> __m256 {
-    let v = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
+    let v = _mm256_cvtepu16_epi32(load128(p));
     _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
 }
 
@@ -61,7 +71,7 @@ impl Load for F32 {
     const BYTES: usize = 4;
     #[inline(always)]
     unsafe fn load(p: *const u8) -> __m256 {
-        _mm256_loadu_ps(p as *const f32)
+        _mm256_castsi256_ps(load256(p))
     }
 }
 
@@ -84,13 +94,10 @@ impl Load for BF16 {
 #[inline(always)]
 unsafe fn dot_f32(n: usize, x: *const u8, y: *const u8) -> f32 {
     let mut sumf = reduce4(lanes::<F32>(n, x, y));
-    let (x, y) = (x as *const f32, y as *const f32);
     for i in n & !31..n {
+        let (a, b) = (f32_le(x.add(4 * i)), f32_le(y.add(4 * i)));
         // ggml: `sumf += x[i] * y[i]`, contracted to an FMA.
-        sumf = x
-            .add(i)
-            .read_unaligned()
-            .mul_add(y.add(i).read_unaligned(), sumf);
+        sumf = a.mul_add(b, sumf);
     }
     sumf
 }
@@ -99,8 +106,8 @@ unsafe fn dot_f32(n: usize, x: *const u8, y: *const u8) -> f32 {
 unsafe fn dot_f16(n: usize, x: *const u8, y: *const u8) -> f32 {
     let mut sumf = reduce4(lanes::<F16>(n, x, y)) as f64;
     for i in n & !31..n {
-        let a = half::f16::from_bits((x.add(2 * i) as *const u16).read_unaligned()).to_f32();
-        let b = half::f16::from_bits((y.add(2 * i) as *const u16).read_unaligned()).to_f32();
+        let a = half::f16::from_bits(u16_le(x.add(2 * i))).to_f32();
+        let b = half::f16::from_bits(u16_le(y.add(2 * i))).to_f32();
         sumf += (a * b) as f64;
     }
     sumf as f32
@@ -116,10 +123,8 @@ unsafe fn dot_bf16(n: usize, x: *const u8, y: *const u8) -> f32 {
     g = _mm_add_ss(g, _mm_movehdup_ps(g));
     let mut sumf = _mm_cvtss_f32(g) as f64;
     for i in n & !31..n {
-        let a =
-            crate::quant::float::bf16_bits_to_f32((x.add(2 * i) as *const u16).read_unaligned());
-        let b =
-            crate::quant::float::bf16_bits_to_f32((y.add(2 * i) as *const u16).read_unaligned());
+        let a = crate::quant::float::bf16_bits_to_f32(u16_le(x.add(2 * i)));
+        let b = crate::quant::float::bf16_bits_to_f32(u16_le(y.add(2 * i)));
         sumf += (a * b) as f64;
     }
     sumf as f32

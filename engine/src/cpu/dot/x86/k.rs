@@ -12,7 +12,8 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::{
-    f16_splat, f16x2_at, hsum_all, hsum_float_4, load128, load256, prefetch, IntOps, Micro,
+    bytes_at, f16_splat, f16x2_at, hsum_all, hsum_float_4, load128, load256, prefetch, u32_le,
+    IntOps, Micro,
 };
 
 pub(crate) struct Q2K<I>(PhantomData<I>);
@@ -28,12 +29,12 @@ const Q8_BSUMS: usize = 260;
 
 #[inline(always)]
 unsafe fn f32_at(p: *const u8) -> f32 {
-    (p as *const f32).read_unaligned()
+    f32::from_le_bytes(bytes_at(p))
 }
 
 #[inline(always)]
 unsafe fn u32_at(p: *const u8, i: usize) -> u32 {
-    (p.add(4 * i) as *const u32).read_unaligned()
+    u32_le(p.add(4 * i))
 }
 
 /// The activation block `ib` of each column: (`d`, pointer to its quants).

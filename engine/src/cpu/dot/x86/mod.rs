@@ -108,6 +108,26 @@ pub(super) trait Micro {
 
 // ---- helpers shared by the kernels (ggml's, for the same arithmetic) ----
 
+/// The `N` bytes at `p` (unaligned), as one load. A plain dereference of a
+/// byte array: `read_unaligned` and the `loadu` intrinsics copy through
+/// `copy_nonoverlapping`, whose debug-build precondition checks (null,
+/// overlap with the destination on the stack) cost a compare, a branch and
+/// a spill per load and halved the kernels' speed in the `ci` profile
+/// (release code with debug assertions). Every load of the kernels goes
+/// through here.
+#[inline(always)]
+pub(super) unsafe fn bytes_at<const N: usize>(p: *const u8) -> [u8; N] {
+    // SAFETY: the caller guarantees `N` readable bytes at `p`; `[u8; N]`
+    // has alignment 1.
+    unsafe { *(p as *const [u8; N]) }
+}
+
+/// The little-endian `u32` at `p` (unaligned).
+#[inline(always)]
+pub(super) unsafe fn u32_le(p: *const u8) -> u32 {
+    u32::from_le_bytes(bytes_at(p))
+}
+
 /// The f16 at `p` (unaligned) as f32 in all eight lanes: `vpbroadcastw`
 /// from memory, then `vcvtph2ps`. (Converting a lone f16 to a scalar lets
 /// the compiler load it with `vpinsrw` into whatever register is at hand,
@@ -115,7 +135,7 @@ pub(super) trait Micro {
 /// and serializes the loop; every lane of this one is used.)
 #[inline(always)]
 pub(super) unsafe fn f16_splat(p: *const u8) -> __m256 {
-    _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned()))
+    _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(bytes_at(p))))
 }
 
 /// The two f16 at `p` and `p + 2` (unaligned) as f32, with one 4-byte load
@@ -124,19 +144,23 @@ pub(super) unsafe fn f16_splat(p: *const u8) -> __m256 {
 /// [`f16_splat`]).
 #[inline(always)]
 pub(super) unsafe fn f16x2_at(p: *const u8) -> (f32, f32) {
-    let bits = (p as *const i32).read_unaligned();
+    let bits = i32::from_le_bytes(bytes_at(p));
     let v = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
 
+/// The 32 bytes at `p` (unaligned): `vmovdqu`.
 #[inline(always)]
 pub(super) unsafe fn load256(p: *const u8) -> __m256i {
-    _mm256_loadu_si256(p as *const __m256i)
+    // SAFETY: both types are 32 plain bytes.
+    unsafe { std::mem::transmute::<[u8; 32], __m256i>(bytes_at(p)) }
 }
 
+/// The 16 bytes at `p` (unaligned).
 #[inline(always)]
 pub(super) unsafe fn load128(p: *const u8) -> __m128i {
-    _mm_loadu_si128(p as *const __m128i)
+    // SAFETY: both types are 16 plain bytes.
+    unsafe { std::mem::transmute::<[u8; 16], __m128i>(bytes_at(p)) }
 }
 
 /// `hsum_float_8` of every accumulator. (A loop, not `map`: closures are
@@ -196,7 +220,7 @@ pub(super) unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
 /// The 32 bits at `p` as 32 bytes, 0xFF where the bit is set.
 #[inline(always)]
 pub(super) unsafe fn bytes_from_bits_32(p: *const u8) -> __m256i {
-    let x32 = (p as *const u32).read_unaligned();
+    let x32 = u32_le(p);
     let shuf = _mm256_set_epi64x(
         0x0303030303030303,
         0x0202020202020202,
