@@ -15,15 +15,11 @@ enum Rows {
 impl Rows {
     /// `len` zeroed elements of `ty`, or None when they cannot be reserved.
     fn new(ty: KvType, len: usize) -> Option<Rows> {
-        fn zeroed<T: Clone>(len: usize, zero: T) -> Option<Vec<T>> {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len).ok()?;
-            v.resize(len, zero);
-            Some(v)
-        }
         Some(match ty {
-            KvType::F32 => Rows::F32(zeroed(len, 0.0)?),
-            KvType::F16 => Rows::F16(zeroed(len, f16::ZERO)?),
+            // SAFETY: all-zero bytes are the f32 0.0 and the f16 +0.0.
+            KvType::F32 => Rows::F32(unsafe { zeroed(len)? }),
+            // SAFETY: as above.
+            KvType::F16 => Rows::F16(unsafe { zeroed(len)? }),
         })
     }
 
@@ -48,6 +44,30 @@ impl Rows {
             }
         }
     }
+}
+
+/// `len` elements of all-zero bytes, or None when the allocator refuses
+/// them. Zeroed by the allocator (fresh pages from the system for a large
+/// cache), not written here: a cache is sized for the whole context and
+/// most of it may never be touched, so writing it would cost its full size
+/// in memory and time at every start.
+///
+/// # Safety
+/// All-zero bytes must be a valid `T`.
+unsafe fn zeroed<T>(len: usize) -> Option<Vec<T>> {
+    let layout = std::alloc::Layout::array::<T>(len).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `len`
+    // elements of `T` (so capacity `len`), and its `len` elements are
+    // initialised: zero bytes, a valid `T` by the caller's guarantee.
+    Some(unsafe { Vec::from_raw_parts(p, len, len) })
 }
 
 /// One layer's cache: K `[n_ctx, k_width]` and V `[n_ctx, v_width]`.
