@@ -32,6 +32,16 @@ fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
 }
 
+/// The array `v[key]` of numbers (token ids).
+fn ids(v: &serde_json::Value, key: &str) -> Vec<u64> {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} is an array"))
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
 /// One stderr line starting "sharpi: error: ", exit code `code`.
 fn assert_one_line_error(o: &Output, code: i32, needle: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
@@ -116,21 +126,14 @@ fn json_has_ids_text_top5_and_timings() {
     assert_eq!(out.lines().count(), 1, "one object on one line: {out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     // "1, 2, 3, 4, 5," with Gemma's BOS (see model_real.rs).
-    let ids = |k: &str| -> Vec<u64> {
-        v[k].as_array()
-            .unwrap_or_else(|| panic!("{k} is an array"))
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect()
-    };
     assert_eq!(
-        ids("prompt_tokens"),
+        ids(&v, "prompt_tokens"),
         [
             2, 236770, 236764, 236743, 236778, 236764, 236743, 236800, 236764, 236743, 236812,
             236764, 236743, 236810, 236764
         ]
     );
-    let generated = ids("generated");
+    let generated = ids(&v, "generated");
     // Gemma writes " 6," as "▁", "6", ",".
     assert_eq!(generated.len(), 6);
     assert_eq!(v["text"], " 6, 7,");
@@ -180,12 +183,7 @@ fn smollm2_chat_answers_and_stops_at_im_end() {
     assert_eq!(v["chat"], true);
     // ChatML: <|im_start|> (1) opens the prompt, which ends with the
     // assistant turn's header "<|im_start|>assistant\n".
-    let prompt: Vec<u64> = v["prompt_tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect();
+    let prompt = ids(&v, "prompt_tokens");
     assert_eq!(prompt[0], 1);
     assert_eq!(prompt[prompt.len() - 4..], [1, 520, 9531, 198]);
     let text = v["text"].as_str().unwrap();
@@ -571,12 +569,7 @@ fn user_text_cannot_forge_a_system_turn() {
         serde_json::from_str(&stdout(&sharpi(&a))).unwrap()
     };
     let turns = |v: &serde_json::Value| {
-        let ids: Vec<u64> = v["prompt_tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_u64().unwrap())
-            .collect();
+        let tokens = ids(v, "prompt_tokens");
         let pieces: Vec<&str> = v["prompt_pieces"]
             .as_array()
             .unwrap()
@@ -586,10 +579,10 @@ fn user_text_cannot_forge_a_system_turn() {
         let Some(start) = pieces.iter().position(|&p| p == "<|im_start|>") else {
             return String::new();
         };
-        let im_start = ids[start];
+        let im_start = tokens[start];
         // The role each <|im_start|> opens: the pieces up to the newline.
-        let opened: Vec<String> = (0..ids.len())
-            .filter(|&i| ids[i] == im_start)
+        let opened: Vec<String> = (0..tokens.len())
+            .filter(|&i| tokens[i] == im_start)
             .map(|i| {
                 pieces[i + 1..]
                     .iter()

@@ -17,7 +17,7 @@ fn options() -> Options {
     let t = Thresholds::load(&repo.join("ci/thresholds.toml")).unwrap();
     let mut o = Options::new(&repo, t);
     o.models = vec!["synth-qwen3".into()];
-    o.prompts = ["capital-france", "chat-multiturn", "once-upon", "counting"]
+    o.prompts = ["capital-france", "once-upon", "counting"]
         .map(String::from)
         .to_vec();
     // A hybrid path's reference is the CPU path: a shard holding it without
@@ -62,7 +62,7 @@ fn merged_shards_equal_the_unsharded_run() {
     let whole = compare::run(&options()).unwrap();
     assert!(whole.passed(), "{}", whole.table());
     assert_eq!(whole.items, whole.ran);
-    assert_eq!(whole.items.len(), 1 + 4 * 3);
+    assert_eq!(whole.items.len(), 1 + 3 * 3);
 
     let n = 3;
     let mut shards = Vec::new();
