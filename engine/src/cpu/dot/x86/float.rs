@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{bytes_at, load128, load256, Micro};
+use super::{f32_le, load128, load256, u16_le, Micro};
 
 pub(crate) struct F32;
 pub(crate) struct F16;
@@ -19,16 +19,6 @@ unsafe fn reduce4(s: [__m256; 4]) -> f32 {
     let t0 = _mm_add_ps(_mm256_castps256_ps128(x0), _mm256_extractf128_ps(x0, 1));
     let t1 = _mm_hadd_ps(t0, t0);
     _mm_cvtss_f32(_mm_hadd_ps(t1, t1))
-}
-
-#[inline(always)]
-unsafe fn f32_le(p: *const u8) -> f32 {
-    f32::from_le_bytes(bytes_at(p))
-}
-
-#[inline(always)]
-unsafe fn u16_le(p: *const u8) -> u16 {
-    u16::from_le_bytes(bytes_at(p))
 }
 
 /// Eight F16 values at `p` as f32.

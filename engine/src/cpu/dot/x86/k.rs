@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::{
-    bytes_at, f16_splat, f16x2_at, hsum_all, hsum_float_4, load128, load256, prefetch, u32_le,
+    f16_splat, f16x2_at, f32_le, hsum_all, hsum_float_4, load128, load256, prefetch, u32_le,
     IntOps, Micro,
 };
 
@@ -28,11 +28,6 @@ const Q8_QS: usize = 4;
 const Q8_BSUMS: usize = 260;
 
 #[inline(always)]
-unsafe fn f32_at(p: *const u8) -> f32 {
-    f32::from_le_bytes(bytes_at(p))
-}
-
-#[inline(always)]
 unsafe fn u32_at(p: *const u8, i: usize) -> u32 {
     u32_le(p.add(4 * i))
 }
@@ -43,7 +38,7 @@ unsafe fn act_blocks<const C: usize>(a: [*const u8; C], ib: usize) -> [(f32, *co
     let mut ys = [(0.0f32, a[0]); C];
     for c in 0..C {
         let p = a[c].add(ib * QK8);
-        ys[c] = (f32_at(p), p);
+        ys[c] = (f32_le(p), p);
     }
     ys
 }

@@ -122,10 +122,22 @@ pub(super) unsafe fn bytes_at<const N: usize>(p: *const u8) -> [u8; N] {
     unsafe { *(p as *const [u8; N]) }
 }
 
+/// The little-endian `u16` at `p` (unaligned).
+#[inline(always)]
+pub(super) unsafe fn u16_le(p: *const u8) -> u16 {
+    u16::from_le_bytes(bytes_at(p))
+}
+
 /// The little-endian `u32` at `p` (unaligned).
 #[inline(always)]
 pub(super) unsafe fn u32_le(p: *const u8) -> u32 {
     u32::from_le_bytes(bytes_at(p))
+}
+
+/// The little-endian `f32` at `p` (unaligned).
+#[inline(always)]
+pub(super) unsafe fn f32_le(p: *const u8) -> f32 {
+    f32::from_le_bytes(bytes_at(p))
 }
 
 /// The f16 at `p` (unaligned) as f32 in all eight lanes: `vpbroadcastw`
