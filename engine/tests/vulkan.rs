@@ -13,6 +13,8 @@ mod vulkan_support;
 mod vulkan_attention;
 #[path = "vulkan_backend.rs"]
 mod vulkan_backend;
+#[path = "vulkan_concurrency.rs"]
+mod vulkan_concurrency;
 #[path = "vulkan_dispatch.rs"]
 mod vulkan_dispatch;
 #[path = "vulkan_elementwise.rs"]

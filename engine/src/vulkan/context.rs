@@ -1,18 +1,21 @@
-//! [`Context`]: one logical device with its compute queue, memory allocator,
-//! pipeline cache and validation log.
+//! [`Context`]: one session's handle on a Vulkan device: the device's
+//! queue, memory allocator and pipelines (shared by every context on that
+//! device, see [`super::device`]), this context's validation log, and the
+//! count of the Vulkan objects it has made.
 
-use std::mem::ManuallyDrop;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, MutexGuard};
 
 use ash::vk;
-use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
+use gpu_allocator::vulkan::Allocator;
 
+use super::device::{self, Device};
 use super::error::{VkCall, VkError, VkResult};
-use super::instance::{DeviceInfo, DeviceSelector, Instance, API_VERSION};
+use super::instance::{DeviceInfo, DeviceSelector};
 use super::limits::DeviceLimits;
 use super::pipeline::Pipeline;
 use super::shaders::{self, Shader};
-use super::validation::ValidationLog;
+use super::validation::{self, ValidationLog};
 
 /// How to create a [`Context`].
 #[derive(Clone, Debug, Default)]
@@ -25,111 +28,86 @@ pub struct ContextOptions {
     pub device: DeviceSelector,
 }
 
-/// A Vulkan device ready for compute work. Cheap to clone (shared handle);
-/// buffers and submissions keep it alive, so the device outlives them.
+/// A Vulkan device ready for compute work, for one session. Cheap to clone
+/// (shared handle); buffers and submissions keep it alive. `Send` and
+/// `Sync`: contexts on one device share its queue (behind a lock), its
+/// allocator (behind a lock) and its pipelines; what a context makes
+/// (buffers, submissions) is its own. See docs/threading.md.
 #[derive(Clone)]
 pub struct Context {
     pub(crate) shared: Arc<Shared>,
 }
 
+/// The kinds of Vulkan object a context makes and destroys.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Object {
+    Buffer,
+    CommandPool,
+    Fence,
+    DescriptorPool,
+    QueryPool,
+}
+
+const OBJECTS: [(Object, &str); 5] = [
+    (Object::Buffer, "VkBuffer"),
+    (Object::CommandPool, "VkCommandPool"),
+    (Object::Fence, "VkFence"),
+    (Object::DescriptorPool, "VkDescriptorPool"),
+    (Object::QueryPool, "VkQueryPool"),
+];
+
+/// How many objects of each kind a context has made and not destroyed.
+/// The device outlives every context, so nothing else would notice an
+/// object a context forgot: its drop reports each one left in its log.
+#[derive(Default)]
+pub(crate) struct Live([AtomicI64; OBJECTS.len()]);
+
+impl Live {
+    pub(crate) fn made(&self, o: Object) {
+        self.0[o as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn destroyed(&self, o: Object) {
+        self.0[o as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// `"2 VkBuffer"` for each kind whose count is not zero.
+    fn left(&self) -> Vec<String> {
+        OBJECTS
+            .iter()
+            .filter_map(|&(o, name)| {
+                let n = self.0[o as usize].load(Ordering::Relaxed);
+                (n != 0).then(|| format!("{n} {name}"))
+            })
+            .collect()
+    }
+}
+
 pub(crate) struct Shared {
-    /// One slot per entry of [`shaders::ALL`], filled on first use.
-    pipelines: Vec<OnceLock<Pipeline>>,
-    allocator: ManuallyDrop<Mutex<Allocator>>,
-    /// vkQueueSubmit needs the queue externally synchronised.
-    queue: Mutex<vk::Queue>,
+    pub(crate) dev: &'static Device,
     pub(crate) queue_family: u32,
-    pub(crate) device: ash::Device,
     pub(crate) info: DeviceInfo,
     pub(crate) limits: DeviceLimits,
-    /// Dropped after `Drop::drop` destroyed the device: messenger, then instance.
-    instance: Instance,
+    /// What the layer reported on this context's calls.
+    log: Arc<ValidationLog>,
+    pub(crate) live: Live,
 }
 
 impl Context {
-    /// Creates a context on the device `options.device` picks.
+    /// Creates a context on the device `options.device` picks (opening the
+    /// device on the process's first use of it).
     pub fn new(options: &ContextOptions) -> VkResult<Self> {
-        let instance = Instance::new(options.validation)?;
-        let devices = instance.devices()?;
-        let infos: Vec<DeviceInfo> = devices.iter().map(|(_, i)| i.clone()).collect();
-        let info = options.device.choose(&infos)?.clone();
-        let physical = devices[info.index].0;
-        // SAFETY: `physical` was enumerated from this live instance.
-        let props = unsafe { instance.raw.get_physical_device_properties(physical) };
-        if props.api_version < API_VERSION {
-            let v = |x| format!("{}.{}", vk::api_version_major(x), vk::api_version_minor(x));
-            return Err(VkError::DeviceTooOld {
-                name: info.name,
-                have: v(props.api_version),
-                need: v(API_VERSION),
-            });
-        }
-        // SAFETY: as above.
-        let families = unsafe {
-            instance
-                .raw
-                .get_physical_device_queue_family_properties(physical)
-        };
-        let queue_family = choose_compute_family(&families)
-            .ok_or_else(|| VkError::NoComputeQueue(info.name.clone()))?;
-
-        let priorities = [1.0f32];
-        let queue_info = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(queue_family)
-            .queue_priorities(&priorities)];
-        let device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
-        // SAFETY: `physical` belongs to this instance; the create info points to
-        // locals that outlive the call; one queue of an existing family is requested.
-        let device = unsafe { instance.raw.create_device(physical, &device_info, None) }
-            .call("vkCreateDevice")?;
-        // SAFETY: queue 0 of `queue_family` was requested at device creation.
-        let queue = unsafe { device.get_device_queue(queue_family, 0) };
-
-        let allocator = Allocator::new(&AllocatorCreateDesc {
-            instance: instance.raw.clone(),
-            device: device.clone(),
-            physical_device: physical,
-            debug_settings: Default::default(),
-            buffer_device_address: false,
-            allocation_sizes: Default::default(),
-        });
-        let allocator = match allocator {
-            Ok(a) => a,
-            Err(source) => {
-                // SAFETY: the device was just created and nothing uses it yet.
-                unsafe { device.destroy_device(None) };
-                return Err(VkError::Alloc {
-                    what: "allocator".into(),
-                    source,
-                });
-            }
-        };
-        // SAFETY: `physical` belongs to this live instance.
-        let memory = unsafe { instance.raw.get_physical_device_memory_properties(physical) };
-        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
-        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
-        // SAFETY: `physical` belongs to this live instance (Vulkan 1.1+,
-        // checked above); the chain is one struct that outlives the call.
-        unsafe {
-            instance
-                .raw
-                .get_physical_device_properties2(physical, &mut props2)
-        };
-        let mut limits = DeviceLimits::new(&props, &subgroup, &memory);
-        // No timestamps on this queue: nothing to profile with.
-        if families[queue_family as usize].timestamp_valid_bits == 0 {
-            limits.timestamp_period = 0.0;
-        }
+        let infos = device::physical_devices(options.validation)?;
+        let info = options.device.choose(&infos)?;
+        let dev = device::device(options.validation, info.index)?;
         Ok(Self {
             shared: Arc::new(Shared {
-                pipelines: shaders::ALL.iter().map(|_| OnceLock::new()).collect(),
-                allocator: ManuallyDrop::new(Mutex::new(allocator)),
-                queue: Mutex::new(queue),
-                queue_family,
-                device,
-                info,
-                limits,
-                instance,
+                dev,
+                queue_family: dev.queue_family,
+                info: dev.info.clone(),
+                limits: dev.limits,
+                log: Arc::new(ValidationLog::default()),
+                live: Live::default(),
             }),
         })
     }
@@ -146,35 +124,37 @@ impl Context {
 
     /// Whether validation is on.
     pub fn validation_enabled(&self) -> bool {
-        self.shared.instance.validation_enabled()
+        self.shared.dev.instance.validation_enabled()
     }
 
     /// Warning and error messages from the validation layer so far (always empty
-    /// without validation).
+    /// without validation): those raised by this context's calls, after those
+    /// raised by no context's call (creating the instance or a device).
     pub fn validation_messages(&self) -> Vec<String> {
-        self.shared.instance.log.messages()
+        let mut all = self.shared.dev.instance.log.messages();
+        all.extend(self.shared.log.messages());
+        all
     }
 
     /// Number of warning and error messages so far.
     pub fn validation_message_count(&self) -> usize {
-        self.shared.instance.log.count()
+        self.shared.dev.instance.log.count() + self.shared.log.count()
     }
 
     /// Number of error-severity messages so far.
     pub fn validation_error_count(&self) -> usize {
-        self.shared.instance.log.error_count()
+        self.shared.dev.instance.log.error_count() + self.shared.log.error_count()
     }
 
-    /// The log itself: it outlives the context, so messages reported while the
-    /// device and instance are destroyed (e.g. leaked objects) can be read after
-    /// the context is dropped.
+    /// This context's own log: it outlives the context, so what its drop
+    /// reports (objects it made and never destroyed) can be read after.
     pub fn validation_log(&self) -> Arc<ValidationLog> {
-        Arc::clone(&self.shared.instance.log)
+        Arc::clone(&self.shared.log)
     }
 
-    /// Forgets the messages so far.
+    /// Forgets this context's messages so far.
     pub fn clear_validation_messages(&self) {
-        self.shared.instance.log.clear()
+        self.shared.log.clear()
     }
 
     /// The compute pipeline of `shader`, created on first use and cached for the
@@ -182,6 +162,7 @@ impl Context {
     pub fn pipeline(&self, shader: &Shader) -> VkResult<&Pipeline> {
         let slot = self
             .shared
+            .dev
             .pipelines
             .get(shader.index)
             .filter(|_| {
@@ -196,20 +177,20 @@ impl Context {
         if let Some(p) = slot.get() {
             return Ok(p);
         }
-        let created = Pipeline::new(&self.shared.device, shader, &self.shared.limits)?;
+        let created = Pipeline::new(self.shared.device(), shader, &self.shared.limits)?;
         if let Err(lost) = slot.set(created) {
             // Another thread won the race; its pipeline is the cached one.
-            lost.destroy(&self.shared.device);
+            lost.destroy(self.shared.device());
         }
         Ok(slot.get().expect("pipeline slot was just filled"))
     }
 
-    /// Waits until the device is idle.
+    /// Waits until the device is idle (the work of every context on it).
     pub fn wait_idle(&self) -> VkResult<()> {
         let _queue = self.shared.queue();
         // SAFETY: the device is live; holding the queue lock keeps other threads
         // from submitting meanwhile (vkDeviceWaitIdle needs all queues synchronised).
-        unsafe { self.shared.device.device_wait_idle() }.call("vkDeviceWaitIdle")
+        unsafe { self.shared.device().device_wait_idle() }.call("vkDeviceWaitIdle")
     }
 }
 
@@ -224,47 +205,46 @@ impl std::fmt::Debug for Context {
 }
 
 impl Shared {
+    /// The device, for a call made on this context's behalf: what the
+    /// validation layer reports during the call goes to this context's log.
+    pub(crate) fn device(&self) -> &ash::Device {
+        self.attribute();
+        &self.dev.raw
+    }
+
     pub(crate) fn allocator(&self) -> MutexGuard<'_, Allocator> {
-        self.allocator.lock().unwrap_or_else(|p| p.into_inner())
+        self.attribute();
+        self.dev.allocator()
     }
 
     pub(crate) fn queue(&self) -> MutexGuard<'_, vk::Queue> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+        self.attribute();
+        self.dev.queue()
+    }
+
+    fn attribute(&self) {
+        if self.dev.instance.validation_enabled() {
+            validation::attribute_to(Some(&self.log));
+        }
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // SAFETY: the last handle to the device is going away: no other thread can
-        // record or submit; waiting makes sure no submitted work still runs.
-        let _ = unsafe { self.device.device_wait_idle() };
-        for slot in &mut self.pipelines {
-            if let Some(p) = slot.take() {
-                p.destroy(&self.device);
-            }
+        // Buffers and submissions hold the context, so each has been dropped
+        // (and its work waited for) by now; each should have destroyed what
+        // it made.
+        let left = self.live.left();
+        if !left.is_empty() {
+            self.log.record(
+                true,
+                format!(
+                    "ERROR [context] dropped with Vulkan objects never destroyed: {}",
+                    left.join(", ")
+                ),
+            );
         }
-        // Buffers hold an Arc<Shared>, so all allocations have been freed by now;
-        // the allocator frees its memory blocks before the device goes.
-        // SAFETY: dropped exactly once, here, and never used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.allocator) };
-        // SAFETY: all children (pipelines, buffers, pools, fences, memory) are gone.
-        unsafe { self.device.destroy_device(None) };
-        // `instance` drops after this: the messenger, then the instance.
     }
-}
-
-/// A queue family with compute support: one without graphics first (a dedicated
-/// compute queue, as llama.cpp's Vulkan backend also prefers), else any.
-fn choose_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
-    let compute = |f: &vk::QueueFamilyProperties| {
-        f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0
-    };
-    let dedicated = families
-        .iter()
-        .position(|f| compute(f) && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS));
-    dedicated
-        .or_else(|| families.iter().position(compute))
-        .map(|i| i as u32)
 }
 
 #[cfg(test)]
@@ -272,21 +252,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prefers_a_dedicated_compute_family() {
-        let fam = |flags| vk::QueueFamilyProperties {
-            queue_flags: flags,
-            queue_count: 1,
-            ..Default::default()
-        };
-        let general =
-            fam(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE | vk::QueueFlags::TRANSFER);
-        let transfer = fam(vk::QueueFlags::TRANSFER);
-        let compute = fam(vk::QueueFlags::COMPUTE | vk::QueueFlags::TRANSFER);
-        assert_eq!(
-            choose_compute_family(&[general, transfer, compute]),
-            Some(2)
+    fn a_context_dropped_with_an_object_left_says_so_in_its_log() {
+        let ctx =
+            Context::new(&ContextOptions::default()).expect("a Vulkan device (scripts/setup)");
+        let buf = ctx
+            .create_buffer("b", 64, super::super::BufferKind::Storage)
+            .unwrap();
+        let sub = ctx.submission().unwrap();
+        drop((buf, sub));
+        let log = ctx.validation_log();
+        // As if a fence were made and never destroyed.
+        ctx.shared.live.made(Object::Fence);
+        drop(ctx);
+        let messages = log.messages();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].ends_with("never destroyed: 1 VkFence"),
+            "{messages:?}"
         );
-        assert_eq!(choose_compute_family(&[transfer, general]), Some(1));
-        assert_eq!(choose_compute_family(&[transfer]), None);
+        assert_eq!(log.error_count(), 1);
+    }
+
+    #[test]
+    fn contexts_on_one_device_share_it_and_keep_their_own_logs() {
+        let a = Context::new(&ContextOptions::default()).unwrap();
+        let b = Context::new(&ContextOptions::default()).unwrap();
+        assert!(std::ptr::eq(a.shared.dev, b.shared.dev));
+        assert!(!Arc::ptr_eq(&a.validation_log(), &b.validation_log()));
     }
 }

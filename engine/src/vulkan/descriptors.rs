@@ -8,6 +8,7 @@
 
 use ash::vk;
 
+use super::context::{Live, Object};
 use super::error::{VkCall, VkError, VkResult};
 use crate::fault;
 
@@ -37,6 +38,7 @@ impl DescriptorArena {
     pub(crate) fn allocate(
         &mut self,
         device: &ash::Device,
+        live: &Live,
         layout: vk::DescriptorSetLayout,
         buffers: u32,
     ) -> VkResult<vk::DescriptorSet> {
@@ -52,7 +54,7 @@ impl DescriptorArena {
             return Ok(set);
         }
         if self.pools.is_empty() || self.sets_left == 0 || self.buffers_left < buffers {
-            self.next_pool(device)?;
+            self.next_pool(device, live)?;
         }
         let layouts = [layout];
         let info = vk::DescriptorSetAllocateInfo::default()
@@ -78,7 +80,7 @@ impl DescriptorArena {
     }
 
     /// Moves to the next pool, creating one if all are in use.
-    fn next_pool(&mut self, device: &ash::Device) -> VkResult<()> {
+    fn next_pool(&mut self, device: &ash::Device, live: &Live) -> VkResult<()> {
         let next = if self.pools.is_empty() {
             0
         } else {
@@ -96,6 +98,7 @@ impl DescriptorArena {
             // SAFETY: valid create info for a live device; destroyed in `destroy`.
             let pool = unsafe { device.create_descriptor_pool(&info, None) }
                 .call("vkCreateDescriptorPool")?;
+            live.made(Object::DescriptorPool);
             self.pools.push(pool);
         }
         self.current = next;
@@ -133,11 +136,12 @@ impl DescriptorArena {
     }
 
     /// Destroys the pools (and with them their sets). Same contract as `reset`.
-    pub(crate) fn destroy(&mut self, device: &ash::Device) {
+    pub(crate) fn destroy(&mut self, device: &ash::Device, live: &Live) {
         for pool in self.pools.drain(..) {
             // SAFETY: per the contract no command buffer in use refers to these
             // sets; each pool is destroyed once (drained from the list).
             unsafe { device.destroy_descriptor_pool(pool, None) };
+            live.destroyed(Object::DescriptorPool);
         }
         self.current = 0;
         self.sets_left = 0;

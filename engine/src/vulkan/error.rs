@@ -24,6 +24,11 @@ pub enum VkError {
         have: String,
         need: String,
     },
+    /// The chosen device could not be opened (too old, no compute queue, or
+    /// its creation failed); the message says which. Kept for the life of
+    /// the process, as the device would have been.
+    #[error("{message}")]
+    DeviceUnusable { name: String, message: String },
     /// The chosen device has no queue family with compute support.
     #[error("Vulkan device `{0}` has no compute queue")]
     NoComputeQueue(String),

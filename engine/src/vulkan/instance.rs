@@ -5,7 +5,7 @@
 use std::ffi::{c_char, CStr};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ash::{ext::debug_utils, vk};
 
@@ -128,27 +128,37 @@ impl DeviceSelector {
     }
 }
 
-/// Loader + instance + (with validation) the messenger. Drop destroys the
-/// messenger, then the instance; the loader library is unloaded last.
+/// The Vulkan loader, loaded once and never unloaded (unloading it would
+/// unload the drivers and layers that every instance of the process uses).
+fn entry() -> VkResult<&'static ash::Entry> {
+    static ENTRY: OnceLock<Result<ash::Entry, String>> = OnceLock::new();
+    ENTRY
+        // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is
+        // designed to be loaded this way, and the static keeps it loaded for as
+        // long as the process runs, so every handle obtained through it stays
+        // valid.
+        .get_or_init(|| unsafe { ash::Entry::load() }.map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| VkError::Loader(e.clone()))
+}
+
+/// Instance + (with validation) the messenger. Created once per validation
+/// setting and never destroyed ([`super::device`] says why).
 pub(crate) struct Instance {
     pub(crate) raw: ash::Instance,
     debug: Option<(debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-    /// Target of the messenger's `p_user_data`: must outlive the messenger and
-    /// the instance (fields drop after `Drop::drop` has destroyed both).
+    /// What the layer reports on no context's call (see
+    /// [`validation::attribute_to`]); the messenger's `p_user_data`.
     pub(crate) log: Arc<ValidationLog>,
-    /// Keeps libvulkan loaded while the instance exists; dropped last.
-    _entry: ash::Entry,
 }
 
 impl Instance {
-    /// Loads the Vulkan loader and creates an instance; with `validation`, enables
-    /// VK_LAYER_KHRONOS_validation with synchronization validation and a messenger
-    /// that records warnings and errors in [`Instance::log`].
+    /// Creates an instance through the process's loader; with `validation`,
+    /// enables VK_LAYER_KHRONOS_validation with synchronization validation
+    /// and a messenger that records warnings and errors (in the log of the
+    /// context whose call caused them, else in [`Instance::log`]).
     pub(crate) fn new(validation: bool) -> VkResult<Self> {
-        // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is
-        // designed to be loaded this way, and the Entry keeps it loaded for as long
-        // as any handle obtained through it is used (it is dropped last).
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::Loader(e.to_string()))?;
+        let entry = entry()?;
         let log = Arc::new(ValidationLog::default());
 
         let mut layers: Vec<*const c_char> = Vec::new();
@@ -215,7 +225,7 @@ impl Instance {
         // SAFETY: every pointer in create_info (app info, layer and extension names,
         // the pNext chain) points to locals that outlive this call; the chained
         // messenger's user data is the Arc'd log, which the Instance keeps alive
-        // until after vkDestroyInstance.
+        // for as long as it lives (the process).
         let raw = match unsafe { entry.create_instance(&create_info, None) } {
             Ok(raw) => raw,
             Err(vk::Result::ERROR_INCOMPATIBLE_DRIVER) => return Err(VkError::NoDriver),
@@ -228,7 +238,7 @@ impl Instance {
         };
 
         let debug = if validation {
-            let loader = debug_utils::Instance::new(&entry, &raw);
+            let loader = debug_utils::Instance::new(entry, &raw);
             // Its own create info, with no pNext chain.
             let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
                 .message_severity(validation::severities())
@@ -252,12 +262,7 @@ impl Instance {
         } else {
             None
         };
-        Ok(Self {
-            raw,
-            debug,
-            log,
-            _entry: entry,
-        })
+        Ok(Self { raw, debug, log })
     }
 
     /// Whether the validation layer and the messenger are on.
@@ -326,27 +331,12 @@ impl Instance {
     }
 }
 
-impl Drop for Instance {
-    fn drop(&mut self) {
-        if let Some((loader, messenger)) = self.debug.take() {
-            // SAFETY: the messenger was created from this instance and is destroyed
-            // exactly once, before the instance.
-            unsafe { loader.destroy_debug_utils_messenger(messenger, None) };
-        }
-        // SAFETY: every child object (device, messenger) has been destroyed by now:
-        // the device owner drops before its Instance (see context.rs).
-        unsafe { self.raw.destroy_instance(None) };
-    }
-}
-
 /// Whether VK_LAYER_KHRONOS_validation is installed (false without a loader).
 pub fn validation_layer_present() -> bool {
-    // SAFETY: as in Instance::new: the loader is made to be loaded this way;
-    // the entry lives until the end of this function and no handle escapes.
-    let Ok(entry) = (unsafe { ash::Entry::load() }) else {
+    let Ok(entry) = entry() else {
         return false;
     };
-    // SAFETY: plain query through a loaded entry; no handles involved.
+    // SAFETY: plain query through the loaded entry; no handles involved.
     unsafe { entry.enumerate_instance_layer_properties() }.is_ok_and(|layers| {
         layers
             .iter()
@@ -354,14 +344,10 @@ pub fn validation_layer_present() -> bool {
     })
 }
 
-/// Lists the physical devices (a temporary instance without validation).
+/// Lists the physical devices (through the process's instance without
+/// validation).
 pub fn list_devices() -> VkResult<Vec<DeviceInfo>> {
-    let instance = Instance::new(false)?;
-    Ok(instance
-        .devices()?
-        .into_iter()
-        .map(|(_, info)| info)
-        .collect())
+    super::device::physical_devices(false)
 }
 
 #[cfg(test)]

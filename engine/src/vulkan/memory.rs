@@ -7,7 +7,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
-use super::context::Context;
+use super::context::{Context, Object};
 use super::error::{VkCall, VkError, VkResult};
 
 /// What a buffer is for; decides its memory and usage flags.
@@ -119,7 +119,7 @@ impl Context {
                 self.shared.limits.max_storage_buffer_range
             )));
         }
-        let device = &self.shared.device;
+        let device = self.shared.device();
         let info = vk::BufferCreateInfo::default()
             .size(size)
             .usage(kind.usage())
@@ -127,6 +127,7 @@ impl Context {
         // SAFETY: valid create info for a live device; the buffer is destroyed in
         // Drop (or below on failure).
         let raw = unsafe { device.create_buffer(&info, None) }.call("vkCreateBuffer")?;
+        self.shared.live.made(Object::Buffer);
         // SAFETY: `raw` is a live buffer of this device.
         let requirements = unsafe { device.get_buffer_memory_requirements(raw) };
         let allocation = self.shared.allocator().allocate(&AllocationCreateDesc {
@@ -141,6 +142,7 @@ impl Context {
             Err(source) => {
                 // SAFETY: `raw` is unused and has no memory bound.
                 unsafe { device.destroy_buffer(raw, None) };
+                self.shared.live.destroyed(Object::Buffer);
                 return Err(VkError::Alloc {
                     what: format!("buffer `{name}`, {size} bytes"),
                     source,
@@ -155,6 +157,7 @@ impl Context {
         if let Err(result) = bound {
             // SAFETY: `raw` is unused; its allocation is freed right after.
             unsafe { device.destroy_buffer(raw, None) };
+            self.shared.live.destroyed(Object::Buffer);
             let _ = self.shared.allocator().free(allocation);
             return Err(VkError::Vk {
                 call: "vkBindBufferMemory",
@@ -265,7 +268,8 @@ impl Drop for Buffer {
         // it records for its whole life, or holds its Arc until the fence has
         // signalled, and waits for its fence before it drops.
         // The buffer is destroyed before its memory is freed.
-        unsafe { self.ctx.shared.device.destroy_buffer(self.raw, None) };
+        unsafe { self.ctx.shared.device().destroy_buffer(self.raw, None) };
+        self.ctx.shared.live.destroyed(Object::Buffer);
         // SAFETY: taken exactly once, here; `self.allocation` is not used again.
         let allocation = unsafe { ManuallyDrop::take(&mut self.allocation) };
         let _ = self.ctx.shared.allocator().free(allocation);

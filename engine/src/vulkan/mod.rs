@@ -24,10 +24,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Destruction order is handled by ownership: buffers and submissions hold the
-//! context, so the device outlives them; the context waits for the device to be
-//! idle, destroys pipelines, then the allocator, then the device, then the
-//! messenger, then the instance.
+//! Buffers and submissions hold their context; a submission waits for its
+//! fence before it drops. The instance and the devices (queue, allocator,
+//! pipelines) are the process's, shared by every context and never
+//! destroyed while it runs (`device.rs` says why; docs/threading.md gives
+//! the threading contract).
 //!
 //! Every `unsafe` block and impl here carries a `// SAFETY:` comment saying why
 //! it holds (enforced by clippy below).
@@ -37,6 +38,7 @@
 pub mod backend;
 mod context;
 mod descriptors;
+mod device;
 mod error;
 mod instance;
 mod limits;

@@ -12,6 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 use ash::vk;
 
+use super::context::{Live, Object};
 use super::error::{VkCall, VkResult};
 
 /// Whether `SHARPI_VK_PROFILE` asks for the profile (read once).
@@ -77,7 +78,11 @@ const CAPACITY: u32 = 8192;
 impl Timestamps {
     /// A query pool, or `None` when profiling is off or the queue has no
     /// timestamps (`period_ns` 0).
-    pub(crate) fn new(device: &ash::Device, period_ns: f32) -> VkResult<Option<Timestamps>> {
+    pub(crate) fn new(
+        device: &ash::Device,
+        live: &Live,
+        period_ns: f32,
+    ) -> VkResult<Option<Timestamps>> {
         if !enabled() || period_ns <= 0.0 {
             return Ok(None);
         }
@@ -86,6 +91,7 @@ impl Timestamps {
             .query_count(CAPACITY);
         // SAFETY: valid create info for a live device; destroyed in `destroy`.
         let pool = unsafe { device.create_query_pool(&info, None) }.call("vkCreateQueryPool")?;
+        live.made(Object::QueryPool);
         Ok(Some(Timestamps {
             pool,
             capacity: CAPACITY,
@@ -152,8 +158,9 @@ impl Timestamps {
         Ok(())
     }
 
-    pub(crate) fn destroy(&mut self, device: &ash::Device) {
+    pub(crate) fn destroy(&mut self, device: &ash::Device, live: &Live) {
         // SAFETY: called once, after the submission's work completed.
         unsafe { device.destroy_query_pool(self.pool, None) };
+        live.destroyed(Object::QueryPool);
     }
 }

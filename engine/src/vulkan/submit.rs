@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::context::Context;
+use super::context::{Context, Object};
 use super::descriptors::DescriptorArena;
 use super::error::{VkCall, VkError, VkResult};
 use super::memory::{Buffer, BufferKind};
@@ -135,13 +135,14 @@ pub struct Submission<'a> {
 impl Context {
     /// A new submission, recording.
     pub fn submission<'a>(&self) -> VkResult<Submission<'a>> {
-        let device = &self.shared.device;
+        let device = self.shared.device();
         let pool_info = vk::CommandPoolCreateInfo::default()
             .queue_family_index(self.shared.queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
         // SAFETY: valid create info for a live device; destroyed in Drop.
         let pool =
             unsafe { device.create_command_pool(&pool_info, None) }.call("vkCreateCommandPool")?;
+        self.shared.live.made(Object::CommandPool);
         let mut sub = Submission {
             ctx: self.clone(),
             pool,
@@ -153,7 +154,11 @@ impl Context {
             timestamps: None,
             _buffers: PhantomData,
         };
-        sub.timestamps = Timestamps::new(device, self.shared.limits.timestamp_period)?;
+        sub.timestamps = Timestamps::new(
+            device,
+            &self.shared.live,
+            self.shared.limits.timestamp_period,
+        )?;
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
             .level(vk::CommandBufferLevel::PRIMARY)
@@ -164,6 +169,7 @@ impl Context {
         // SAFETY: valid create info for a live device; destroyed in Drop.
         sub.fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
             .call("vkCreateFence")?;
+        self.shared.live.made(Object::Fence);
         sub.begin()?;
         Ok(sub)
     }
@@ -171,7 +177,7 @@ impl Context {
 
 impl<'a> Submission<'a> {
     fn device(&self) -> &ash::Device {
-        &self.ctx.shared.device
+        self.ctx.shared.device()
     }
 
     fn begin(&mut self) -> VkResult<()> {
@@ -182,7 +188,7 @@ impl<'a> Submission<'a> {
         unsafe { self.device().begin_command_buffer(self.cmd, &info) }
             .call("vkBeginCommandBuffer")?;
         if let Some(t) = self.timestamps.as_mut() {
-            t.begin(&self.ctx.shared.device, self.cmd);
+            t.begin(self.ctx.shared.device(), self.cmd);
         }
         self.state = State::Recording;
         Ok(())
@@ -372,10 +378,13 @@ impl<'a> Submission<'a> {
             }
         }
 
-        let device = &self.ctx.shared.device;
-        let set = self
-            .descriptors
-            .allocate(device, pipeline.set_layout, buffers.len() as u32)?;
+        let device = self.ctx.shared.device();
+        let set = self.descriptors.allocate(
+            device,
+            &self.ctx.shared.live,
+            pipeline.set_layout,
+            buffers.len() as u32,
+        )?;
         let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
             .iter()
             .map(|b| {
@@ -459,7 +468,7 @@ impl<'a> Submission<'a> {
         unsafe {
             self.ctx
                 .shared
-                .device
+                .device()
                 .queue_submit(*queue, &info, self.fence)
         }
         .call("vkQueueSubmit")?;
@@ -475,7 +484,7 @@ impl<'a> Submission<'a> {
                 .call("vkWaitForFences")?;
             self.state = State::Complete;
             if let Some(t) = self.timestamps.as_mut() {
-                t.collect(&self.ctx.shared.device)?;
+                t.collect(self.ctx.shared.device())?;
             }
         }
         Ok(())
@@ -494,7 +503,7 @@ impl<'a> Submission<'a> {
             if unsafe { self.device().get_fence_status(self.fence) }.call("vkGetFenceStatus")? {
                 self.state = State::Complete;
                 if let Some(t) = self.timestamps.as_mut() {
-                    t.collect(&self.ctx.shared.device)?;
+                    t.collect(self.ctx.shared.device())?;
                 }
             }
         }
@@ -505,7 +514,7 @@ impl<'a> Submission<'a> {
     /// descriptor set to their pools and starts recording again.
     pub fn reset(&mut self) -> VkResult<()> {
         self.wait()?;
-        let device = &self.ctx.shared.device;
+        let device = self.ctx.shared.device();
         // SAFETY: the fence has signalled (or was never submitted): the command
         // buffer is not pending, so its pool and the descriptor pools may be reset,
         // and the fence may be reset.
@@ -530,17 +539,21 @@ impl Drop for Submission<'_> {
                 let _ = self.ctx.wait_idle();
             }
         }
-        let device = &self.ctx.shared.device;
-        self.descriptors.destroy(device);
+        let (device, live) = (self.ctx.shared.device(), &self.ctx.shared.live);
+        self.descriptors.destroy(device, live);
         if let Some(t) = self.timestamps.as_mut() {
-            t.destroy(device);
+            t.destroy(device, live);
         }
         // SAFETY: no work is pending (waited above), so the fence, the command
         // buffer (freed with its pool) and the pool are unused; each is destroyed
-        // once; null handles (creation failed half-way) are ignored by Vulkan.
+        // once; a null fence (creation failed half-way) is ignored by Vulkan.
         unsafe {
             device.destroy_fence(self.fence, None);
             device.destroy_command_pool(self.pool, None);
         }
+        if self.fence != vk::Fence::null() {
+            live.destroyed(Object::Fence);
+        }
+        live.destroyed(Object::CommandPool);
     }
 }

@@ -1,13 +1,21 @@
 //! Collects what the validation layer reports, through a debug-utils messenger.
+//!
+//! Contexts share their device and instance (see [`super::device`]), so a
+//! message is attributed by thread: the layer reports during the call that
+//! caused it, on the calling thread, and every context marks itself on the
+//! thread before it calls into Vulkan ([`attribute_to`]). A message raised
+//! while no context is marked (creating the instance or a device) goes to
+//! the instance's log, which every context reports as well.
 
+use std::cell::RefCell;
 use std::ffi::{c_void, CStr};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
 /// Warnings and errors reported by the validation layer (or the driver) through
-/// `VK_EXT_debug_utils`. Shared with the messenger callback by a raw pointer held
-/// in `p_user_data`; the owner keeps it alive until the messenger is destroyed.
+/// `VK_EXT_debug_utils`: one per context, and one per instance for what no
+/// context's call raised (the messenger's `p_user_data`).
 #[derive(Debug, Default)]
 pub struct ValidationLog {
     inner: Mutex<Entries>,
@@ -51,11 +59,42 @@ impl ValidationLog {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn record(&self, error: bool, text: String) {
+    pub(crate) fn record(&self, error: bool, text: String) {
         let mut entries = self.lock();
         entries.errors += usize::from(error);
         entries.messages.push(text);
     }
+}
+
+thread_local! {
+    /// The log of the context whose Vulkan call this thread makes.
+    static ATTRIBUTED: RefCell<Option<Arc<ValidationLog>>> = const { RefCell::new(None) };
+}
+
+/// Attributes what the layer reports on this thread from now on to `log`
+/// (`None`: to the instance's log).
+pub(crate) fn attribute_to(log: Option<&Arc<ValidationLog>>) {
+    ATTRIBUTED.with(|a| {
+        let Ok(mut a) = a.try_borrow_mut() else {
+            return;
+        };
+        let same = match (a.as_ref(), log) {
+            (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            *a = log.cloned();
+        }
+    });
+}
+
+/// The log marked on this thread, if any.
+fn attributed() -> Option<Arc<ValidationLog>> {
+    ATTRIBUTED
+        .try_with(|a| a.try_borrow().ok().and_then(|a| a.clone()))
+        .ok()
+        .flatten()
 }
 
 /// The severities the messenger subscribes to.
@@ -70,7 +109,9 @@ pub(crate) fn message_types() -> vk::DebugUtilsMessageTypeFlagsEXT {
         | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE
 }
 
-/// The messenger callback. `p_user_data` must point to a live [`ValidationLog`].
+/// The messenger callback: records in the log marked on the calling thread,
+/// else in the one `p_user_data` points to (the instance's, live for the
+/// life of the process).
 /// Never panics and never unwinds into the caller: the body runs under
 /// `catch_unwind` and a failure there is dropped.
 pub(crate) unsafe extern "system" fn callback(
@@ -84,9 +125,9 @@ pub(crate) unsafe extern "system" fn callback(
             return;
         }
         // SAFETY: the instance code sets p_user_data to a pointer into an
-        // Arc<ValidationLog> that it keeps alive until after the messenger (and the
-        // instance, for the create/destroy-time messenger) is destroyed; the log is
-        // only accessed through &self and synchronises with its Mutex.
+        // Arc<ValidationLog> that the instance keeps, and instances are never
+        // destroyed (device.rs); the log is only accessed through &self and
+        // synchronises with its Mutex.
         let log = unsafe { &*user_data.cast::<ValidationLog>() };
         let error = severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR);
         let level = if error { "ERROR" } else { "WARNING" };
@@ -107,7 +148,11 @@ pub(crate) unsafe extern "system" fn callback(
             };
             (text(data.p_message_id_name), text(data.p_message))
         };
-        log.record(error, format!("{level} [{id}] {message}"));
+        let text = format!("{level} [{id}] {message}");
+        match attributed() {
+            Some(mine) => mine.record(error, text),
+            None => log.record(error, text),
+        }
     });
     vk::FALSE
 }

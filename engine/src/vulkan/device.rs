@@ -1,0 +1,258 @@
+//! The process's Vulkan devices: one instance per validation setting and one
+//! logical device per physical device, opened once and kept for the life of
+//! the process. Every [`Context`](super::Context) on a physical device
+//! shares its [`Device`]: queue, memory allocator and pipelines.
+//!
+//! Why nothing is destroyed while the process runs: the Khronos validation
+//! layer keeps its per-instance and per-device state in one process-wide
+//! map (`layer_data_map`) that it reads on every call and writes, without a
+//! lock, in vkCreateInstance/vkCreateDevice and vkDestroyInstance/
+//! vkDestroyDevice (its own source says "We probably should lock here, or
+//! have caller lock"). One context being created or dropped while another
+//! thread called into its own device crashed the process inside the layer
+//! (docs/threading.md has the backtrace). So with validation every device
+//! of the instance is opened together, when the instance is created, under
+//! the registry's lock, and none is ever destroyed: after that first call
+//! the layer's map is only read. Without validation devices open on first
+//! use, under the same lock.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use ash::vk;
+use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
+
+use super::error::{VkCall, VkError, VkResult};
+use super::instance::{DeviceInfo, Instance, API_VERSION};
+use super::limits::DeviceLimits;
+use super::pipeline::Pipeline;
+use super::shaders;
+
+/// One logical device with its compute queue, memory allocator and
+/// pipelines; shared by every context on its physical device, never
+/// destroyed.
+pub(crate) struct Device {
+    pub(crate) raw: ash::Device,
+    /// vkQueueSubmit and vkDeviceWaitIdle need the queue externally
+    /// synchronised.
+    queue: Mutex<vk::Queue>,
+    pub(crate) queue_family: u32,
+    allocator: Mutex<Allocator>,
+    /// One slot per entry of [`shaders::ALL`], filled on first use.
+    pub(crate) pipelines: Vec<OnceLock<Pipeline>>,
+    pub(crate) info: DeviceInfo,
+    pub(crate) limits: DeviceLimits,
+    pub(crate) instance: &'static Instance,
+}
+
+impl Device {
+    pub(crate) fn allocator(&self) -> MutexGuard<'_, Allocator> {
+        self.allocator.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn queue(&self) -> MutexGuard<'_, vk::Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens the physical device `physical` (`info`) of `instance`.
+    fn open(
+        instance: &'static Instance,
+        physical: vk::PhysicalDevice,
+        info: &DeviceInfo,
+    ) -> VkResult<Device> {
+        let info = info.clone();
+        // SAFETY: `physical` was enumerated from this live instance.
+        let props = unsafe { instance.raw.get_physical_device_properties(physical) };
+        if props.api_version < API_VERSION {
+            let v = |x| format!("{}.{}", vk::api_version_major(x), vk::api_version_minor(x));
+            return Err(VkError::DeviceTooOld {
+                name: info.name,
+                have: v(props.api_version),
+                need: v(API_VERSION),
+            });
+        }
+        // SAFETY: as above.
+        let families = unsafe {
+            instance
+                .raw
+                .get_physical_device_queue_family_properties(physical)
+        };
+        let queue_family = choose_compute_family(&families)
+            .ok_or_else(|| VkError::NoComputeQueue(info.name.clone()))?;
+
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(queue_family)
+            .queue_priorities(&priorities)];
+        let device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
+        // SAFETY: `physical` belongs to this instance; the create info points to
+        // locals that outlive the call; one queue of an existing family is requested.
+        let raw = unsafe { instance.raw.create_device(physical, &device_info, None) }
+            .call("vkCreateDevice")?;
+        // SAFETY: queue 0 of `queue_family` was requested at device creation.
+        let queue = unsafe { raw.get_device_queue(queue_family, 0) };
+
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: instance.raw.clone(),
+            device: raw.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        });
+        let allocator = match allocator {
+            Ok(a) => a,
+            Err(source) => {
+                // SAFETY: the device was just created and nothing uses it yet.
+                unsafe { raw.destroy_device(None) };
+                return Err(VkError::Alloc {
+                    what: "allocator".into(),
+                    source,
+                });
+            }
+        };
+        // SAFETY: `physical` belongs to this live instance.
+        let memory = unsafe { instance.raw.get_physical_device_memory_properties(physical) };
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+        // SAFETY: `physical` belongs to this live instance (Vulkan 1.1+,
+        // checked above); the chain is one struct that outlives the call.
+        unsafe {
+            instance
+                .raw
+                .get_physical_device_properties2(physical, &mut props2)
+        };
+        let mut limits = DeviceLimits::new(&props, &subgroup, &memory);
+        // No timestamps on this queue: nothing to profile with.
+        if families[queue_family as usize].timestamp_valid_bits == 0 {
+            limits.timestamp_period = 0.0;
+        }
+        Ok(Device {
+            raw,
+            queue: Mutex::new(queue),
+            queue_family,
+            allocator: Mutex::new(allocator),
+            pipelines: shaders::ALL.iter().map(|_| OnceLock::new()).collect(),
+            info,
+            limits,
+            instance,
+        })
+    }
+}
+
+/// What became of opening one physical device: not tried yet, its
+/// device, or why it could not be opened (the message, kept).
+type OpenState = Option<Result<&'static Device, String>>;
+
+/// The instance of one validation setting and, in enumeration order, its
+/// physical devices, what each is, and its [`OpenState`].
+struct Opened {
+    instance: &'static Instance,
+    devices: Vec<(vk::PhysicalDevice, DeviceInfo, OpenState)>,
+}
+
+/// `[without validation, with validation]`.
+static REGISTRY: [Mutex<Option<Opened>>; 2] = [Mutex::new(None), Mutex::new(None)];
+
+/// The physical devices of the instance with `validation` (created on
+/// first use, never destroyed).
+pub(crate) fn physical_devices(validation: bool) -> VkResult<Vec<DeviceInfo>> {
+    let mut slot = lock(validation);
+    let opened = opened(&mut slot, validation)?;
+    Ok(opened.devices.iter().map(|(_, i, _)| i.clone()).collect())
+}
+
+/// The device at enumeration index `index` of the instance with
+/// `validation`, opened on first use.
+pub(crate) fn device(validation: bool, index: usize) -> VkResult<&'static Device> {
+    let mut slot = lock(validation);
+    let opened = opened(&mut slot, validation)?;
+    let instance = opened.instance;
+    let Some((physical, info, state)) = opened.devices.get_mut(index) else {
+        return Err(VkError::NoDevice);
+    };
+    let state = state.get_or_insert_with(|| open(instance, *physical, info));
+    match state {
+        Ok(d) => Ok(*d),
+        Err(message) => Err(VkError::DeviceUnusable {
+            name: info.name.clone(),
+            message: message.clone(),
+        }),
+    }
+}
+
+fn lock(validation: bool) -> MutexGuard<'static, Option<Opened>> {
+    REGISTRY[usize::from(validation)]
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn open(
+    instance: &'static Instance,
+    physical: vk::PhysicalDevice,
+    info: &DeviceInfo,
+) -> Result<&'static Device, String> {
+    // Messages of the creation belong to no context.
+    super::validation::attribute_to(None);
+    Device::open(instance, physical, info)
+        .map(|d| &*Box::leak(Box::new(d)))
+        .map_err(|e| e.to_string())
+}
+
+/// The registry entry of `validation`, created on first use: the instance
+/// and, with validation, every physical device opened (see the module docs).
+fn opened(slot: &mut Option<Opened>, validation: bool) -> VkResult<&mut Opened> {
+    if slot.is_none() {
+        super::validation::attribute_to(None);
+        let instance: &'static Instance = Box::leak(Box::new(Instance::new(validation)?));
+        let mut devices: Vec<_> = instance
+            .devices()?
+            .into_iter()
+            .map(|(pd, info)| (pd, info, None))
+            .collect();
+        if validation {
+            for (pd, info, state) in &mut devices {
+                *state = Some(open(instance, *pd, info));
+            }
+        }
+        *slot = Some(Opened { instance, devices });
+    }
+    Ok(slot.as_mut().expect("filled above"))
+}
+
+/// A queue family with compute support: one without graphics first (a dedicated
+/// compute queue, as llama.cpp's Vulkan backend also prefers), else any.
+fn choose_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
+    let compute = |f: &vk::QueueFamilyProperties| {
+        f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0
+    };
+    let dedicated = families
+        .iter()
+        .position(|f| compute(f) && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS));
+    dedicated
+        .or_else(|| families.iter().position(compute))
+        .map(|i| i as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefers_a_dedicated_compute_family() {
+        let fam = |flags| vk::QueueFamilyProperties {
+            queue_flags: flags,
+            queue_count: 1,
+            ..Default::default()
+        };
+        let general =
+            fam(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE | vk::QueueFlags::TRANSFER);
+        let transfer = fam(vk::QueueFlags::TRANSFER);
+        let compute = fam(vk::QueueFlags::COMPUTE | vk::QueueFlags::TRANSFER);
+        assert_eq!(
+            choose_compute_family(&[general, transfer, compute]),
+            Some(2)
+        );
+        assert_eq!(choose_compute_family(&[transfer, general]), Some(1));
+        assert_eq!(choose_compute_family(&[transfer]), None);
+    }
+}
