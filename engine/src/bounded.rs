@@ -14,8 +14,12 @@
 //! - An allocation that would pass either budget is never made: the thread
 //!   marks its budget exceeded, stops counting, and parks for good inside
 //!   the allocator (allocators may block). The caller, polling, returns
-//!   [`Exceeded::Bytes`]. The parked thread keeps what it had acquired
-//!   (at most the budget) until the process exits.
+//!   [`Exceeded::Bytes`]. The parked thread keeps what it held (at most
+//!   the budget) and the stack it had touched until the process exits: a
+//!   cost paid once per render that failed (a [`crate::chat::ChatTemplate`]
+//!   whose render ran out of budget refuses to render again), which is why
+//!   the chat-template fuzz target runs in libFuzzer's fork mode
+//!   (scripts/fuzz).
 //! - After the time limit the caller returns [`Exceeded::Time`] and marks
 //!   the budget cancelled: the thread parks at its next allocation.
 //! - A panic in the thread becomes [`Exceeded::Panicked`], with its message
