@@ -352,5 +352,13 @@ fn lists_devices() {
     assert!(!devices.is_empty());
     for d in &devices {
         eprintln!("{d}");
+        let ctx = Context::new(&ContextOptions {
+            validation: true,
+            device: engine::vulkan::DeviceSelector::Index(d.index),
+        });
+        match ctx {
+            Ok(ctx) => eprintln!("  {:?}", ctx.limits()),
+            Err(e) => eprintln!("  cannot be opened: {e}"),
+        }
     }
 }

@@ -113,15 +113,19 @@ impl Device {
         // SAFETY: `physical` belongs to this live instance.
         let memory = unsafe { instance.raw.get_physical_device_memory_properties(physical) };
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
-        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
-        // SAFETY: `physical` belongs to this live instance (Vulkan 1.1+,
-        // checked above); the chain is one struct that outlives the call.
+        let mut float_controls = vk::PhysicalDeviceFloatControlsProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default()
+            .push_next(&mut subgroup)
+            .push_next(&mut float_controls);
+        // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+,
+        // checked above, where both chained structs are core); the chain's
+        // structs outlive the call.
         unsafe {
             instance
                 .raw
                 .get_physical_device_properties2(physical, &mut props2)
         };
-        let mut limits = DeviceLimits::new(&props, &subgroup, &memory);
+        let mut limits = DeviceLimits::new(&props, &subgroup, &float_controls, &memory);
         // No timestamps on this queue: nothing to profile with.
         if families[queue_family as usize].timestamp_valid_bits == 0 {
             limits.timestamp_period = 0.0;

@@ -22,6 +22,12 @@ pub struct DeviceLimits {
     pub subgroup_shuffle: bool,
     /// Whether compute shaders have subgroup arithmetic (min, max, add).
     pub subgroup_arithmetic: bool,
+    /// Whether the device can keep f32 denormals
+    /// (`shaderDenormPreserveFloat32`). Shaders do not ask it to, so a device
+    /// may flush them either way (NVIDIA's H200 does, and says false;
+    /// lavapipe keeps them, and says false too); the op tests allow a
+    /// flushed denormal where this is false.
+    pub denorm_preserve_f32: bool,
 }
 
 impl DeviceLimits {
@@ -29,6 +35,7 @@ impl DeviceLimits {
     pub(crate) fn new(
         props: &vk::PhysicalDeviceProperties,
         subgroup: &vk::PhysicalDeviceSubgroupProperties,
+        float_controls: &vk::PhysicalDeviceFloatControlsProperties,
         memory: &vk::PhysicalDeviceMemoryProperties,
     ) -> DeviceLimits {
         let device_local_bytes = memory.memory_heaps[..memory.memory_heap_count as usize]
@@ -54,6 +61,7 @@ impl DeviceLimits {
             subgroup_size: subgroup.subgroup_size,
             subgroup_shuffle: compute_has(vk::SubgroupFeatureFlags::SHUFFLE),
             subgroup_arithmetic: compute_has(vk::SubgroupFeatureFlags::ARITHMETIC),
+            denorm_preserve_f32: float_controls.shader_denorm_preserve_float32 == vk::TRUE,
         }
     }
 }

@@ -77,6 +77,12 @@ impl Pair {
         (self.cpu.upload(w).unwrap(), self.gpu.upload(w).unwrap())
     }
 
+    /// Whether the device may flush f32 denormals (it does not promise to
+    /// keep them: `DeviceLimits::denorm_preserve_f32`).
+    pub fn may_flush(&self) -> bool {
+        !self.gpu.context().limits().denorm_preserve_f32
+    }
+
     /// Reads an activation back from both: (cpu, gpu).
     pub fn read(&mut self, a: Both) -> (Vec<f32>, Vec<f32>) {
         let mut c = vec![0.0; a.cpu.len()];
