@@ -409,27 +409,46 @@ fn bad_input_is_a_one_line_error() {
 }
 
 #[test]
-fn bench_prints_prefill_and_decode_rates() {
-    let o = sharpi(&[
-        "bench",
-        "-m",
-        &path(SMOLLM2),
-        "-p",
-        "16",
-        "-n",
-        "4",
-        "-r",
-        "1",
-        "-t",
-        "1",
-    ]);
-    let out = stdout(&o);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[0].contains("llama (30 layers)"), "{out}");
-    assert!(lines[1].starts_with("prefill 16"), "{out}");
-    assert!(lines[2].starts_with("decode 4"), "{out}");
-    assert!(lines[1].contains("(median of 1;"), "{out}");
+fn bench_prints_llama_bench_tables() {
+    let m = path(SMOLLM2);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench", "-m", &m, "-p", "16", "-n", "4", "-d", "0,8", "-r", "2", "-t", "1",
+        ];
+        args.extend_from_slice(extra);
+        let o = sharpi(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        stdout(&o)
+    };
+    let md = run(&[]);
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(lines.len(), 8, "{md}");
+    assert_eq!(
+        lines[0], "| model | backend | threads | test | t/s |",
+        "{md}"
+    );
+    for (line, test) in lines[2..6]
+        .iter()
+        .zip(["pp16", "pp16 @ d8", "tg4", "tg4 @ d8"])
+    {
+        assert!(
+            line.contains(&format!("| 1 | {test} | ")) && line.contains(" ± "),
+            "{md}"
+        );
+    }
+    assert!(lines[7].contains("llama (30 layers)"), "{md}");
+    let json: serde_json::Value = serde_json::from_str(&run(&["-o", "json"])).unwrap();
+    let rows = json.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[3]["n_gen"], 4);
+    assert_eq!(rows[3]["n_depth"], 8);
+    assert_eq!(rows[3]["samples_ts"].as_array().unwrap().len(), 2);
+    assert!(rows[3]["avg_ts"].as_f64().unwrap() > 0.0);
+    let csv = run(&["-o", "csv"]);
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with(
+        "model_filename,backends,n_threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n"
+    ));
 }
 
 #[test]

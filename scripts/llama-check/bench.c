@@ -1,10 +1,13 @@
-// bench MODEL PP TG REPS THREADS: llama.cpp's prefill and decode speed,
-// measured as llama-bench measures pp and tg (and as `sharpi bench` does):
-// PP pseudo-random tokens (BOS first when the model adds one) decoded as one
-// batch into an empty context, and TG single-token decodes from an empty
-// context; one warm-up, then REPS repetitions, median tokens/s printed.
-// Context defaults otherwise (llama.cpp's f16 KV cache, flash attention
-// as its default decides).
+// bench MODEL THREADS REPS PP TG DEPTH: llama.cpp's prefill or decode
+// speed, measured as llama-bench measures pp and tg (and as `sharpi bench`
+// does): DEPTH pseudo-random tokens decoded first as one batch (not
+// timed), then PP tokens as one batch (PP > 0) or TG single-token decodes;
+// from a cleared context each time, one warm-up, then REPS repetitions.
+// Prints one JSON object with llama-bench's fields (n_prompt, n_gen,
+// n_depth, n_threads, avg_ts, stddev_ts, samples_ts). Context defaults
+// otherwise (llama.cpp's f16 KV cache, flash attention as its default
+// decides).
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -18,22 +21,26 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *) a, y = *(const double *) b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+static int run(struct llama_context *ctx, llama_token *toks, int n) {
+    if (llama_decode(ctx, llama_batch_get_one(toks, n))) {
+        fprintf(stderr, "decode failed\n");
+        return 1;
+    }
+    llama_synchronize(ctx);
+    return 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 6) {
-        fprintf(stderr, "usage: bench MODEL PP TG REPS THREADS\n");
+    if (argc < 7) {
+        fprintf(stderr, "usage: bench MODEL THREADS REPS PP TG DEPTH\n");
         return 2;
     }
-    int pp = atoi(argv[2]), tg = atoi(argv[3]), reps = atoi(argv[4]), threads = atoi(argv[5]);
+    int threads = atoi(argv[2]), reps = atoi(argv[3]), pp = atoi(argv[4]), tg = atoi(argv[5]),
+        depth = atoi(argv[6]);
+    if (reps < 1 || (pp > 0) == (tg > 0) || depth < 0) {
+        fprintf(stderr, "bench: REPS >= 1, exactly one of PP and TG > 0, DEPTH >= 0\n");
+        return 2;
+    }
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());
@@ -41,39 +48,37 @@ int main(int argc, char **argv) {
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     int nv = llama_vocab_n_tokens(vocab);
     struct llama_context_params cp = llama_context_default_params();
-    int n_ctx = pp > tg ? pp : tg;
+    int n = pp > 0 ? pp : tg;
+    int n_ctx = depth + n;
     cp.n_ctx = n_ctx; cp.n_batch = n_ctx; cp.n_ubatch = n_ctx;
     cp.n_threads = threads; cp.n_threads_batch = threads;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create a context\n"); return 1; }
-    llama_token *toks = malloc(sizeof *toks * (n_ctx > 0 ? n_ctx : 1));
+    llama_token *toks = malloc(sizeof *toks * n_ctx);
     srand(1);
     for (int i = 0; i < n_ctx; i++) toks[i] = rand() % nv;
     if (llama_vocab_get_add_bos(vocab)) toks[0] = llama_vocab_bos(vocab);
-    double *rate = malloc(sizeof *rate * (reps + 1));
-    if (pp > 0) {
-        for (int r = 0; r <= reps; r++) {
-            llama_memory_clear(llama_get_memory(ctx), true);
-            double t = now();
-            if (llama_decode(ctx, llama_batch_get_one(toks, pp))) { fprintf(stderr, "decode failed\n"); return 1; }
-            llama_synchronize(ctx);
-            if (r > 0) rate[r - 1] = pp / (now() - t);
+    double *rate = malloc(sizeof *rate * reps);
+    for (int r = 0; r <= reps; r++) {
+        llama_memory_clear(llama_get_memory(ctx), true);
+        if (depth > 0 && run(ctx, toks, depth)) return 1;
+        double t = now();
+        if (pp > 0) {
+            if (run(ctx, toks + depth, pp)) return 1;
+        } else {
+            for (int i = 0; i < tg; i++)
+                if (run(ctx, toks + depth + i, 1)) return 1;
         }
-        printf("prefill %-4d %9.1f tokens/s  (llama.cpp, median of %d)\n", pp, median(rate, reps), reps);
+        if (r > 0) rate[r - 1] = n / (now() - t);
     }
-    if (tg > 0) {
-        for (int r = 0; r <= reps; r++) {
-            llama_memory_clear(llama_get_memory(ctx), true);
-            double total = 0;
-            for (int i = 0; i < tg; i++) {
-                double t = now();
-                if (llama_decode(ctx, llama_batch_get_one(&toks[i], 1))) { fprintf(stderr, "decode failed\n"); return 1; }
-                llama_synchronize(ctx);
-                total += now() - t;
-            }
-            if (r > 0) rate[r - 1] = tg / total;
-        }
-        printf("decode %-5d %9.1f tokens/s  (llama.cpp, median of %d)\n", tg, median(rate, reps), reps);
-    }
+    double mean = 0, var = 0;
+    for (int r = 0; r < reps; r++) mean += rate[r] / reps;
+    for (int r = 0; r < reps; r++) var += (rate[r] - mean) * (rate[r] - mean);
+    double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0;
+    printf("{\"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+           "\"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
+           threads, pp > 0 ? pp : 0, pp > 0 ? 0 : tg, depth, mean, sd);
+    for (int r = 0; r < reps; r++) printf("%s%.6f", r ? ", " : "", rate[r]);
+    printf("]}\n");
     return 0;
 }

@@ -38,7 +38,7 @@ struct Cli {
 enum Command {
     /// Generate text (what `sharpi -m MODEL -p PROMPT` does).
     Run(GenerateArgs),
-    /// Prefill and decode speed (llama-bench's pp and tg tests), median of -r runs.
+    /// Prefill and decode speed as llama-bench measures it (pp, tg, depth; its lists and output formats).
     Bench(BenchArgs),
     /// Perplexity of a text, and KL divergence against a base logits file
     /// (llama-perplexity's modes and file format).
