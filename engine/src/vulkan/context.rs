@@ -84,10 +84,8 @@ impl Live {
 }
 
 pub(crate) struct Shared {
+    /// The process's device this context works on (queue family, limits).
     pub(crate) dev: &'static Device,
-    pub(crate) queue_family: u32,
-    pub(crate) info: DeviceInfo,
-    pub(crate) limits: DeviceLimits,
     /// What the layer reported on this context's calls.
     log: Arc<ValidationLog>,
     pub(crate) live: Live,
@@ -103,9 +101,6 @@ impl Context {
         Ok(Self {
             shared: Arc::new(Shared {
                 dev,
-                queue_family: dev.queue_family,
-                info: dev.info.clone(),
-                limits: dev.limits,
                 log: Arc::new(ValidationLog::default()),
                 live: Live::default(),
             }),
@@ -114,12 +109,12 @@ impl Context {
 
     /// The physical device in use.
     pub fn device_info(&self) -> &DeviceInfo {
-        &self.shared.info
+        &self.shared.dev.info
     }
 
     /// Limits of the device in use.
     pub fn limits(&self) -> &DeviceLimits {
-        &self.shared.limits
+        &self.shared.dev.limits
     }
 
     /// Whether validation is on.
@@ -177,7 +172,7 @@ impl Context {
         if let Some(p) = slot.get() {
             return Ok(p);
         }
-        let created = Pipeline::new(self.shared.device(), shader, &self.shared.limits)?;
+        let created = Pipeline::new(self.shared.device(), shader, &self.shared.dev.limits)?;
         if let Err(lost) = slot.set(created) {
             // Another thread won the race; its pipeline is the cached one.
             lost.destroy(self.shared.device());
@@ -197,8 +192,8 @@ impl Context {
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
-            .field("device", &self.shared.info)
-            .field("queue_family", &self.shared.queue_family)
+            .field("device", &self.shared.dev.info)
+            .field("queue_family", &self.shared.dev.queue_family)
             .field("validation", &self.validation_enabled())
             .finish()
     }

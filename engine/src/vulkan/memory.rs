@@ -112,11 +112,11 @@ impl Context {
             return Err(fail("size 0".into()));
         }
         if kind == BufferKind::Storage
-            && size > u64::from(self.shared.limits.max_storage_buffer_range)
+            && size > u64::from(self.shared.dev.limits.max_storage_buffer_range)
         {
             return Err(fail(format!(
                 "{size} bytes exceed the device's maxStorageBufferRange ({})",
-                self.shared.limits.max_storage_buffer_range
+                self.shared.dev.limits.max_storage_buffer_range
             )));
         }
         let device = self.shared.device();

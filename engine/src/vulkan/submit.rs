@@ -137,7 +137,7 @@ impl Context {
     pub fn submission<'a>(&self) -> VkResult<Submission<'a>> {
         let device = self.shared.device();
         let pool_info = vk::CommandPoolCreateInfo::default()
-            .queue_family_index(self.shared.queue_family)
+            .queue_family_index(self.shared.dev.queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
         // SAFETY: valid create info for a live device; destroyed in Drop.
         let pool =
@@ -157,7 +157,7 @@ impl Context {
         sub.timestamps = Timestamps::new(
             device,
             &self.shared.live,
-            self.shared.limits.timestamp_period,
+            self.shared.dev.limits.timestamp_period,
         )?;
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
@@ -362,7 +362,7 @@ impl<'a> Submission<'a> {
                 shader.push_constant_size
             )));
         }
-        let max = self.ctx.shared.limits.max_compute_work_group_count;
+        let max = self.ctx.shared.dev.limits.max_compute_work_group_count;
         if groups.iter().zip(max).any(|(&g, m)| g > m) {
             return Err(fail(format!(
                 "{groups:?} workgroups exceed the device limit {max:?}"
