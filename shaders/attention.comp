@@ -11,6 +11,8 @@
 // Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
 // 3 = out (written). Push: AttnPush.
+// The dot products and sums are `precise`: a driver that fuses a multiply
+// and an add into one fma (NVIDIA's does) rounds differently from the CPU.
 // Limits (checked on the host): head_dim_k <= MAX_DK, head_dim_v <= WG * ACC.
 
 #include "attention.glsl"
@@ -46,7 +48,7 @@ float v_at(uint e) {
 
 // q . K[base .. base + head_dim_k]
 float dot_k(uint base) {
-    float s = 0.0;
+    precise float s = 0.0;
     uint dk = p.head_dim_k;
     if (((base | dk) & 1u) == 0u) {
         uint w0 = base >> 1;
@@ -70,7 +72,7 @@ float v_at(uint e) {
 }
 
 float dot_k(uint base) {
-    float s = 0.0;
+    precise float s = 0.0;
     for (uint i = 0u; i < p.head_dim_k; i++) {
         s += sq[i] * kc[base + i];
     }
@@ -95,7 +97,7 @@ void main() {
     barrier();
 
     float m = MAX_START; // running max
-    float l = 0.0;        // running sum of exp(s - m)
+    precise float l = 0.0; // running sum of exp(s - m)
     float acc[ACC];
     for (uint a = 0u; a < ACC; a++) {
         acc[a] = 0.0;
@@ -143,7 +145,7 @@ void main() {
         for (uint a = 0u; a < ACC; a++) {
             uint d = tid + a * WG;
             if (d < dv) {
-                float x = acc[a] * alpha;
+                precise float x = acc[a] * alpha;
                 uint row = j0 * p.v_width + vbase + d;
                 for (uint jj = 0u; jj < n; jj++) {
                     x += sp[jj] * v_at(row);

@@ -7,6 +7,7 @@
 
 #include "moe.glsl"
 #include "pairsum.glsl"
+#include "math.glsl"
 
 #define WG 128u
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
@@ -21,7 +22,6 @@ shared float red_lo[WG];
 // engine/src/cpu/moe.rs MIN_ROW_SUM: f16's smallest normal.
 #define MIN_ROW_SUM 6.103515625e-5
 #define INF uintBitsToFloat(0x7f800000u)
-#define TWO_POW_126 uintBitsToFloat(0x7e800000u)
 
 void main() {
     uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -55,14 +55,11 @@ void main() {
     float sum = (isinf(red_hi[0]) || isnan(red_hi[0])) ? red_hi[0] : red_hi[0] + red_lo[0];
     float d = sum < INF ? sum : INF;
     d = d > MIN_ROW_SUM ? d : MIN_ROW_SUM;
-    // Vulkan bounds OpFDiv's error only for divisors in [2^-126, 2^126]:
-    // NVIDIA's x / 3e38 came out 0 (1/d is below f32's normals, flushed).
-    // A finite d above 2^126 and x are scaled by 2^-4 first, which is
-    // exact (an x that underflows there has a quotient under 2^-250 anyway).
-    float k = (d > TWO_POW_126 && d < INF) ? 0.0625 : 1.0;
-    d *= k;
+    // The CPU's correctly rounded x / d (math.glsl): Vulkan bounds OpFDiv's
+    // error only for divisors in [2^-126, 2^126], and NVIDIA's x / 2.8e38
+    // came out 0 (its reciprocal is below f32's normals, flushed).
     // Each invocation rewrites only the elements it read.
     for (uint c = tid; c < p.width; c += WG) {
-        x[base + c] = (x[base + c] * k) / d;
+        x[base + c] = div_f32_rn(x[base + c], d);
     }
 }

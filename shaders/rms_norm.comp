@@ -16,6 +16,7 @@
 // Push: RmsNormPush.
 
 #include "elementwise.glsl"
+#include "math.glsl"
 
 #define WG 128
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
@@ -109,6 +110,17 @@ float mean_of(float hi, float lo) {
     return mean;
 }
 
+// 1 / sqrt(a) with each step correctly rounded, as the CPU's f32 sqrt and
+// division are (a driver's are bounded only to a few ulps, and an ulp here
+// moves the quantized activations of the next matmul).
+float inv_sqrt_rn(float a) {
+    uint b = floatBitsToUint(a);
+    if (b >= 0x00800000u && b < 0x7f800000u) {
+        return uintBitsToFloat(div_rn(0x3f800000u, sqrt_rn(b)));
+    }
+    return 1.0 / sqrt(a); // 0, inf, NaN, negative; or subnormal, which a device may flush
+}
+
 void main() {
     // Workgroups may spill into y (groups_1d on the host); flat group index.
     uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -130,7 +142,7 @@ void main() {
         precise float m = mean_of(partial_hi[0], partial_lo[0]);
         mean = m * 18446744073709551616.0;
     }
-    precise float scale = 1.0 / sqrt(mean + p.eps);
+    precise float scale = inv_sqrt_rn(mean + p.eps);
     for (uint c = tid; c < p.group; c += WG) {
         precise float y = x[xb + c] * scale;
 #ifdef HAS_WEIGHT

@@ -18,6 +18,8 @@
 #ifndef SHARPI_ACT_GLSL
 #define SHARPI_ACT_GLSL
 
+#include "math.glsl"
+
 #define Q8_0_WORDS 9u
 #define Q8_1_WORDS 9u
 #define Q8_K_WORDS 73u
@@ -130,56 +132,6 @@ uint rne_scaled(uint hi, uint lo, int e) {
         return lo << uint(e);
     }
     return shr_rne64(hi, lo, uint(-e));
-}
-
-// a / b correctly rounded (to nearest even) as IEEE f32 bits, for a and b
-// finite, nonzero and normal; overflow gives inf, underflow a subnormal or 0.
-uint div_rn(uint a, uint b) {
-    uint sign = (a ^ b) & 0x80000000u;
-    uint ma = (a & 0x7fffffu) | 0x800000u;
-    uint mb = (b & 0x7fffffu) | 0x800000u;
-    int ex = int((a >> 23) & 0xffu) - int((b >> 23) & 0xffu);
-    if (ma < mb) {
-        ma <<= 1;
-        ex -= 1;
-    }
-    // 26 quotient bits: 1.xxx with 25 fraction bits; rem for the sticky bit.
-    uint rem = ma;
-    uint q = 0u;
-    for (uint i = 0u; i < 26u; i++) {
-        q <<= 1;
-        if (rem >= mb) {
-            rem -= mb;
-            q |= 1u;
-        }
-        rem <<= 1;
-    }
-    bool sticky = rem != 0u;
-    // value = q * 2^(ex - 25); normal significands drop 2 bits.
-    int be = ex + 127; // biased exponent of a normal result
-    uint drop = be >= 1 ? 2u : uint(2 - be + 1);
-    if (drop > 27u) {
-        return sign;
-    }
-    uint r = q >> drop;
-    uint half_bit = (q >> (drop - 1u)) & 1u;
-    bool st = sticky || (q & ((1u << (drop - 1u)) - 1u)) != 0u;
-    if (half_bit != 0u && (st || (r & 1u) != 0u)) {
-        r += 1u;
-    }
-    if (be >= 1) {
-        // r in [2^23, 2^24]: a carry to 2^24 moves the exponent up.
-        if (r == 0x1000000u) {
-            r >>= 1;
-            be += 1;
-        }
-        if (be >= 255) {
-            return sign | 0x7f800000u;
-        }
-        return sign | (uint(be) << 23) | (r & 0x7fffffu);
-    }
-    // Subnormal (r == 2^23 rounds up to the least normal: the same bits).
-    return sign | r;
 }
 
 #endif

@@ -185,4 +185,116 @@ vec2 sincos_accurate(float x) {
     return vec2(x < 0.0 ? -s : s, c);
 }
 
+// a / b correctly rounded (to nearest even) as IEEE f32 bits, for a and b
+// finite, nonzero and normal; overflow gives inf, underflow a subnormal or 0.
+uint div_rn(uint a, uint b) {
+    uint sign = (a ^ b) & 0x80000000u;
+    uint ma = (a & 0x7fffffu) | 0x800000u;
+    uint mb = (b & 0x7fffffu) | 0x800000u;
+    int ex = int((a >> 23) & 0xffu) - int((b >> 23) & 0xffu);
+    if (ma < mb) {
+        ma <<= 1;
+        ex -= 1;
+    }
+    // 26 quotient bits: 1.xxx with 25 fraction bits; rem for the sticky bit.
+    uint rem = ma;
+    uint q = 0u;
+    for (uint i = 0u; i < 26u; i++) {
+        q <<= 1;
+        if (rem >= mb) {
+            rem -= mb;
+            q |= 1u;
+        }
+        rem <<= 1;
+    }
+    bool sticky = rem != 0u;
+    // value = q * 2^(ex - 25); normal significands drop 2 bits.
+    int be = ex + 127; // biased exponent of a normal result
+    uint drop = be >= 1 ? 2u : uint(2 - be + 1);
+    if (drop > 27u) {
+        return sign;
+    }
+    uint r = q >> drop;
+    uint half_bit = (q >> (drop - 1u)) & 1u;
+    bool st = sticky || (q & ((1u << (drop - 1u)) - 1u)) != 0u;
+    if (half_bit != 0u && (st || (r & 1u) != 0u)) {
+        r += 1u;
+    }
+    if (be >= 1) {
+        // r in [2^23, 2^24]: a carry to 2^24 moves the exponent up.
+        if (r == 0x1000000u) {
+            r >>= 1;
+            be += 1;
+        }
+        if (be >= 255) {
+            return sign | 0x7f800000u;
+        }
+        return sign | (uint(be) << 23) | (r & 0x7fffffu);
+    }
+    // Subnormal (r == 2^23 rounds up to the least normal: the same bits).
+    return sign | r;
+}
+
+// a / b correctly rounded as an f32 (the CPU's division), whatever the
+// driver's division does: exact integer division (div_rn) for normal a
+// and b, the driver's for the rest (zeros, infinities, NaN: exact; a
+// subnormal operand, which a device may flush). NVIDIA's compiler turned
+// (x * 2^-4) / d with d scaled down on its bits back into a product with a
+// reciprocal below f32's normals (flushed: 0).
+float div_f32_rn(float a, float b) {
+    uint ab = floatBitsToUint(a);
+    uint bb = floatBitsToUint(b);
+    uint ea = ab & 0x7f800000u;
+    uint eb = bb & 0x7f800000u;
+    if (ea != 0u && ea != 0x7f800000u && eb != 0u && eb != 0x7f800000u) {
+        return uintBitsToFloat(div_rn(ab, bb));
+    }
+    return a / b;
+}
+
+// sqrt(a) correctly rounded (to nearest even) as IEEE f32 bits, for a
+// finite, positive and normal (the driver's sqrt is only bounded to a few
+// ulps: NVIDIA's is not the CPU's bit for bit). a = m 2^e: with M = m 2^sh
+// (sh 24 or 23, making e - sh even) in [2^46, 2^48), sqrt(a) = sqrt(M)
+// 2^((e - sh) / 2) and s = floor(sqrt(M)) has 24 bits; the driver's sqrt
+// gives s to a few units, exact 48-bit integer squares settle it, and the
+// remainder M - s^2 rounds it: up when above s ((s + 1/2)^2 = s^2 + s +
+// 1/4; never a tie).
+uint sqrt_rn(uint a) {
+    int e = int(a >> 23) - 150;
+    uint m = (a & 0x7fffffu) | 0x800000u;
+    uint sh = (e & 1) == 0 ? 24u : 23u;
+    int half_e = (e - int(sh)) / 2;
+    uint mhi = m >> (32u - sh);
+    uint mlo = m << sh;
+    uint s = uint(sqrt(float(m) * exp2(float(sh))));
+    s = clamp(s, 0x800000u, 0xffffffu);
+    uint hi;
+    uint lo;
+    // Down while s^2 > M, up while (s + 1)^2 <= M (a few steps at most).
+    for (uint i = 0u; i < 16u; i++) {
+        umulExtended(s, s, hi, lo);
+        if (hi > mhi || (hi == mhi && lo > mlo)) {
+            s -= 1u;
+        } else {
+            break;
+        }
+    }
+    for (uint i = 0u; i < 16u; i++) {
+        uint t = s + 1u;
+        umulExtended(t, t, hi, lo);
+        if (hi < mhi || (hi == mhi && lo <= mlo)) {
+            s = t;
+        } else {
+            break;
+        }
+    }
+    umulExtended(s, s, hi, lo);
+    uint rem = mlo - lo; // M - s^2 <= 2 s < 2^25: the low words suffice
+    if (rem > s) {
+        s += 1u; // 2^24 carries into the exponent below
+    }
+    return (uint(half_e + 150) << 23) + (s - 0x800000u);
+}
+
 #endif
