@@ -53,9 +53,13 @@ fn check_q8_1(x: &[f32]) -> Result<(), TestCaseError> {
         let d16 = blk.d.to_f32();
         for ((&x, &q), &y) in x.iter().zip(&blk.qs).zip(y) {
             prop_assert!(q != i8::MIN, "q = -128 for {}", x);
-            // q is the nearest integer to x / d ...
+            // q is the nearest integer to x / d, up to the f32 roundings of
+            // id = 127 / amax and of x · id (each <= 2^-24 relative, times
+            // |q| <= 127: <= 1.6e-5 of a step). Seen: x = 0.08267716 in a
+            // block of max 1, whose x · id rounds to exactly 10.5 and then
+            // away from zero: 0.5000008 steps from x.
             prop_assert!(
-                (x - q as f32 * d).abs() <= 0.5 * d * (1.0 + 1e-6),
+                (x - q as f32 * d).abs() <= 0.5 * d * (1.0 + 1e-4),
                 "x {} q {} d {}",
                 x,
                 q,

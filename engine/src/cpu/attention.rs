@@ -4,9 +4,11 @@
 //! probabilities rounded to f16 before `V·p` (its matmuls with an F16
 //! tensor convert the other operand to F16).
 
+use super::attn_kernels;
 use super::kv::{round_f16, KvStore};
 use super::parallel::for_chunks_init;
 use crate::ops::AttnParams;
+use crate::simd::SimdLevel;
 
 /// Attention of `q` `[T, n_head · head_dim_k]` against cache positions
 /// `0..pos0 + T` of `kv` (which must already hold this batch's K and V),
@@ -31,6 +33,7 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
         kv.n_ctx()
     );
     let group = nh / nkv;
+    let level = SimdLevel::detected();
     let work = n_rows * nh * (pos0 + n_rows) * (dk + dv);
     for_chunks_init(
         out,
@@ -39,14 +42,9 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
         || Scratch {
             scores: Vec::with_capacity(pos0 + n_rows),
             q: Vec::with_capacity(dk),
-            row: Vec::with_capacity(dk.max(dv)),
         },
         |sc: &mut Scratch, i, o| {
-            let Scratch {
-                scores,
-                q: q16,
-                row,
-            } = sc;
+            let Scratch { scores, q: q16 } = sc;
             let (t, h) = (i / nh, i % nh);
             let g = h / group;
             let pos = pos0 + t;
@@ -61,15 +59,17 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
                 round_f16(q16);
                 qh = q16.as_slice();
             }
+            let n = pos + 1 - first;
             scores.clear();
+            scores.resize(n, 0.0);
+            attn_kernels::scores(level, qh, kv.k_run(first, n, g * dk, dk), scores);
             let mut max = f32::NEG_INFINITY;
-            for j in first..=pos {
-                let mut s = p.scale * kv.k(j, g * dk, dk).dot(qh, row);
+            for s in scores.iter_mut() {
+                *s *= p.scale;
                 if let Some(cap) = p.softcap {
-                    s = (s / cap).tanh() * cap;
+                    *s = (*s / cap).tanh() * cap;
                 }
-                max = max.max(s);
-                scores.push(s);
+                max = max.max(*s);
             }
             let mut sum = 0.0f64;
             for s in scores.iter_mut() {
@@ -77,10 +77,15 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
                 sum += f64::from(*s);
             }
             let inv = (1.0 / sum) as f32;
-            o.fill(0.0);
-            for (j, &e) in (first..=pos).zip(scores.iter()) {
-                kv.v(j, g * dv, dv).axpy(e * inv, o, row);
+            // The probabilities; rounded to f16 against an F16 V cache, as
+            // llama.cpp's CPU multiplies them with it.
+            for s in scores.iter_mut() {
+                *s *= inv;
             }
+            if kv.is_f16() {
+                round_f16(scores);
+            }
+            attn_kernels::weighted_sum(level, scores, kv.v_run(first, n, g * dv, dv), o);
         },
     );
 }
@@ -91,8 +96,6 @@ struct Scratch {
     scores: Vec<f32>,
     /// The query head rounded to f16 `[head_dim_k]` (F16 cache only).
     q: Vec<f32>,
-    /// One cache row widened to f32 `[head_dim]` (F16 cache only).
-    row: Vec<f32>,
 }
 
 #[cfg(test)]

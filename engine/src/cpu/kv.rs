@@ -1,7 +1,7 @@
 //! A layer's KV cache on the CPU: K and V rows for every position of the
 //! context, allocated once.
 
-use half::{f16, slice::HalfFloatSliceExt};
+use half::f16;
 
 use crate::fault;
 use crate::ops::KvType;
@@ -79,50 +79,21 @@ pub struct KvStore {
     v: Rows,
 }
 
+/// Rows `first..first + count` of one head of a cache tensor: row `r` is
+/// `rows[r * stride..][..len]` (`rows` starts at the first row's head).
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    pub rows: Row<'a>,
+    pub stride: usize,
+    pub len: usize,
+    pub count: usize,
+}
+
 /// A borrowed row of a cache, in its stored type.
 #[derive(Clone, Copy)]
 pub enum Row<'a> {
     F32(&'a [f32]),
     F16(&'a [f16]),
-}
-
-impl Row<'_> {
-    /// `Σ q[i] · row[i]` in f32. An F16 row is dotted as llama.cpp's CPU
-    /// does with an F16 cache: `q` must already be rounded to f16
-    /// ([`round_f16`]), the row is widened into `scratch`, every product of
-    /// two halves is exact in f32, and the sum is f32.
-    #[inline]
-    pub fn dot(self, q: &[f32], scratch: &mut Vec<f32>) -> f32 {
-        match self {
-            Row::F32(r) => dot_f32(q, r),
-            Row::F16(r) => dot_f32(q, widen(r, scratch)),
-        }
-    }
-
-    /// `acc += a · row`. With an F16 row, `a` is rounded to f16 first, as
-    /// llama.cpp's CPU rounds the attention probabilities it multiplies an
-    /// F16 V cache with.
-    #[inline]
-    pub fn axpy(self, a: f32, acc: &mut [f32], scratch: &mut Vec<f32>) {
-        match self {
-            Row::F32(r) => acc.iter_mut().zip(r).for_each(|(o, &v)| *o += a * v),
-            Row::F16(r) => {
-                let a = f16::from_f32(a).to_f32();
-                acc.iter_mut()
-                    .zip(widen(r, scratch))
-                    .for_each(|(o, &v)| *o += a * v)
-            }
-        }
-    }
-}
-
-/// `r` widened to f32 in `scratch` (the slice conversion: F16C where the
-/// CPU has it).
-#[inline]
-fn widen<'s>(r: &[f16], scratch: &'s mut Vec<f32>) -> &'s [f32] {
-    scratch.resize(r.len(), 0.0);
-    r.convert_to_f32_slice(scratch);
-    scratch
 }
 
 /// `x` rounded to f16 (to nearest even) and back, in place: what llama.cpp's
@@ -220,44 +191,35 @@ impl KvStore {
         self.v.write(pos0 * self.v_width, v);
     }
 
-    /// `len` elements of K row `j` from `start` (one head).
+    /// `len` elements from `start` (one head) of K rows `first..first +
+    /// count`.
     #[inline]
-    pub fn k(&self, j: usize, start: usize, len: usize) -> Row<'_> {
-        row(&self.k, j * self.k_width + start, len)
+    pub fn k_run(&self, first: usize, count: usize, start: usize, len: usize) -> Run<'_> {
+        run(&self.k, self.k_width, first, count, start, len)
     }
 
-    /// `len` elements of V row `j` from `start` (one head).
+    /// `len` elements from `start` (one head) of V rows `first..first +
+    /// count`.
     #[inline]
-    pub fn v(&self, j: usize, start: usize, len: usize) -> Row<'_> {
-        row(&self.v, j * self.v_width + start, len)
+    pub fn v_run(&self, first: usize, count: usize, start: usize, len: usize) -> Run<'_> {
+        run(&self.v, self.v_width, first, count, start, len)
     }
 }
 
-/// `Σ a[i] · b[i]` in f32, over 16 independent partial sums (so that the
-/// compiler can vectorise it), reduced pairwise.
 #[inline]
-fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "dot: lengths");
-    let mut acc = [0.0f32; 16];
-    let (ac, bc) = (a.chunks_exact(16), b.chunks_exact(16));
-    let tail: f32 = ac
-        .remainder()
-        .iter()
-        .zip(bc.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ac.zip(bc) {
-        for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
-            *s += x * y;
-        }
+fn run(r: &Rows, width: usize, first: usize, count: usize, start: usize, len: usize) -> Run<'_> {
+    let at = first * width + start;
+    let span = if count == 0 {
+        0
+    } else {
+        (count - 1) * width + len
+    };
+    Run {
+        rows: row(r, at, span),
+        stride: width,
+        len,
+        count,
     }
-    let mut w = 16;
-    while w > 1 {
-        w /= 2;
-        let (lo, hi) = acc[..2 * w].split_at_mut(w);
-        lo.iter_mut().zip(&*hi).for_each(|(a, &b)| *a += b);
-    }
-    acc[0] + tail
 }
 
 #[inline]

@@ -50,6 +50,7 @@ pub use weight::WeightView;
 
 mod argsort;
 mod attention;
+mod attn_kernels;
 mod backend;
 mod elementwise;
 mod kv;
