@@ -1,0 +1,125 @@
+//! CPU attention over the KV cache: one decode row and a 64-row prefill
+//! chunk at several depths, for SmolLM2-135M's and Gemma-3-270M's head
+//! shapes, with f32 and f16 caches.
+//!
+//! `cargo bench -p engine --bench cpu_attention [-- --quick] [--threads 1,2]`
+//!
+//! Times are the fastest call of many (the machines are shared). GB/s
+//! counts the cache bytes a call reads once (K and V of every visible
+//! position); GFLOP/s counts 2 (dk + dv) per query head and position.
+
+use std::time::{Duration, Instant};
+
+use engine::cpu::{attention, KvStore};
+use engine::ops::{AttnParams, KvType};
+use engine::threads::Threads;
+
+/// The fastest call of `f` over at least `budget` (see cpu_matmul.rs).
+fn time(budget: Duration, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    let mut best = f64::MAX;
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed() < budget || n < 5 {
+        let t = Instant::now();
+        f();
+        best = best.min(t.elapsed().as_secs_f64());
+        n += 1;
+    }
+    best
+}
+
+struct Shape {
+    name: &'static str,
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+}
+
+const SHAPES: [Shape; 2] = [
+    Shape {
+        name: "smollm2",
+        n_head: 9,
+        n_kv_head: 3,
+        head_dim: 64,
+    },
+    Shape {
+        name: "gemma3",
+        n_head: 4,
+        n_kv_head: 1,
+        head_dim: 256,
+    },
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let counts: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--threads")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.split(',')
+                .map(|n| n.parse().expect("--threads 1,2"))
+                .collect()
+        })
+        .unwrap_or(vec![1, 2]);
+    let budget = Duration::from_millis(if quick { 100 } else { 400 });
+    println!(
+        "{:<8} {:<4} {:>2} {:>6} {:>4} | {:>9} {:>7} {:>8}",
+        "shape", "kv", "t", "depth", "rows", "us", "GB/s", "GFLOP/s"
+    );
+    for &threads in &counts {
+        let pool = Threads::new(threads).expect("a thread pool");
+        for s in &SHAPES {
+            for ty in [KvType::F32, KvType::F16] {
+                for depth in [512usize, 2048, 8192] {
+                    for rows in [1usize, 64] {
+                        let n_ctx = depth + rows;
+                        let (kw, dk) = (s.n_kv_head * s.head_dim, s.head_dim);
+                        let mut kv = KvStore::new(n_ctx, kw, kw, ty).expect("cache memory");
+                        let vals: Vec<f32> = (0..n_ctx * kw)
+                            .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
+                            .collect();
+                        kv.write(0, &vals, &vals);
+                        let q: Vec<f32> = (0..rows * s.n_head * dk)
+                            .map(|i| ((i * 104_729) % 2001) as f32 / 2000.0 - 0.5)
+                            .collect();
+                        let mut out = vec![0.0f32; rows * s.n_head * dk];
+                        let p = AttnParams {
+                            n_head: s.n_head,
+                            n_kv_head: s.n_kv_head,
+                            head_dim_k: dk,
+                            head_dim_v: dk,
+                            scale: 1.0 / (dk as f32).sqrt(),
+                            window: None,
+                            softcap: None,
+                        };
+                        let t = pool
+                            .install(|| time(budget, || attention(&kv, &q, &mut out, depth, &p)));
+                        let el = match ty {
+                            KvType::F32 => 4.0,
+                            KvType::F16 => 2.0,
+                        };
+                        let positions = (depth + rows) as f64;
+                        let bytes = positions * 2.0 * kw as f64 * el;
+                        let flop = rows as f64 * s.n_head as f64 * positions * 4.0 * dk as f64;
+                        println!(
+                            "{:<8} {:<4} {:>2} {:>6} {:>4} | {:>9.1} {:>7.1} {:>8.1}",
+                            s.name,
+                            format!("{ty:?}").to_lowercase(),
+                            threads,
+                            depth,
+                            rows,
+                            t * 1e6,
+                            bytes / t / 1e9,
+                            flop / t / 1e9
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
