@@ -4,7 +4,8 @@
 // engine/src/cpu/norm.rs computes it. The CPU sums squares in f64; here they
 // are summed in f32 pairs hi + lo (compensated strided per-invocation sums,
 // then a shared-memory tree of pairs, no float64) and divided by the group
-// size with one rounding: on lavapipe the result is the CPU's bit for bit.
+// size with one rounding, then 1 / sqrt with a correctly rounded sqrt and
+// division (math.glsl): the CPU's bits on lavapipe and on the H200.
 // The squares are f32 on both (x² of |x| > 1.8e19 is inf: the mean is inf,
 // scale 0). Where the squares are finite but their sum passes f32's range
 // (which f64 holds), a second pass sums them scaled by 2^-64 (exact for

@@ -8,28 +8,12 @@
 //! counts the cache bytes a call reads once (K and V of every visible
 //! position); GFLOP/s counts 2 (dk + dv) per query head and position.
 
-use std::time::{Duration, Instant};
+mod support;
+use support::{in_pool, Flags};
 
 use engine::cpu::{attention, KvStore};
 use engine::ops::{AttnParams, KvType};
 use engine::threads::Threads;
-
-/// The fastest call of `f` over at least `budget` (see cpu_matmul.rs).
-fn time(budget: Duration, mut f: impl FnMut()) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let mut best = f64::MAX;
-    let start = Instant::now();
-    let mut n = 0;
-    while start.elapsed() < budget || n < 5 {
-        let t = Instant::now();
-        f();
-        best = best.min(t.elapsed().as_secs_f64());
-        n += 1;
-    }
-    best
-}
 
 struct Shape {
     name: &'static str,
@@ -54,24 +38,12 @@ const SHAPES: [Shape; 2] = [
 ];
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let counts: Vec<usize> = args
-        .iter()
-        .position(|a| a == "--threads")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| {
-            v.split(',')
-                .map(|n| n.parse().expect("--threads 1,2"))
-                .collect()
-        })
-        .unwrap_or(vec![1, 2]);
-    let budget = Duration::from_millis(if quick { 100 } else { 400 });
+    let flags = Flags::parse();
     println!(
         "{:<8} {:<4} {:>2} {:>6} {:>4} | {:>9} {:>7} {:>8}",
         "shape", "kv", "t", "depth", "rows", "us", "GB/s", "GFLOP/s"
     );
-    for &threads in &counts {
+    for &threads in &flags.threads {
         let pool = Threads::new(threads).expect("a thread pool");
         for s in &SHAPES {
             for ty in [KvType::F32, KvType::F16] {
@@ -97,8 +69,9 @@ fn main() {
                             window: None,
                             softcap: None,
                         };
-                        let t = pool
-                            .install(|| time(budget, || attention(&kv, &q, &mut out, depth, &p)));
+                        let t = in_pool(&pool, flags.budget, |_| {
+                            attention(&kv, &q, &mut out, depth, &p)
+                        });
                         let el = match ty {
                             KvType::F32 => 4.0,
                             KvType::F16 => 2.0,

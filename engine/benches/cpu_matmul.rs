@@ -11,7 +11,10 @@
 //! to read the weights once at the single-thread bandwidth measured on this
 //! machine kind (35.7 GB/s, ../shared/notes/performance.md).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod support;
+use support::{in_pool, Flags};
 
 use engine::cpu::{matmul, matvec, SimdLevel, WeightView};
 use engine::threads::Threads;
@@ -56,33 +59,6 @@ fn weights(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
     w
 }
 
-/// Seconds per call of `f(i)` over at least `budget`: the fastest call.
-/// These machines are shared (other builds run beside the benchmark), so
-/// the median measures the neighbours as much as the code; the fastest of
-/// many calls is the closest to an undisturbed one.
-fn time(budget: Duration, mut f: impl FnMut(usize)) -> f64 {
-    for i in 0..3 {
-        f(i);
-    }
-    let mut best = f64::MAX;
-    let start = Instant::now();
-    let mut i = 0;
-    while start.elapsed() < budget || i < 5 {
-        let t = Instant::now();
-        f(i);
-        best = best.min(t.elapsed().as_secs_f64());
-        i += 1;
-    }
-    best
-}
-
-/// [`time`] with the calls made from inside the pool, as a model's step
-/// would make them (`Threads::install` around a whole step): the ops then
-/// fork and join among the workers instead of waking them from outside.
-fn in_pool(pool: &Threads, budget: Duration, f: impl FnMut(usize) + Send) -> f64 {
-    pool.install(|| time(budget, f))
-}
-
 struct Shape {
     name: &'static str,
     rows: usize,
@@ -113,32 +89,22 @@ const SHAPES: [Shape; 4] = [
 ];
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let simd = args
+    let flags = Flags::parse();
+    let simd = flags
+        .args
         .iter()
         .position(|a| a == "--simd")
-        .and_then(|i| args.get(i + 1))
+        .and_then(|i| flags.args.get(i + 1))
         .map(|n| SimdLevel::from_name(n).expect("--simd scalar|avx2|avx512vnni"))
         .unwrap_or_else(SimdLevel::detected);
-    let counts: Vec<usize> = args
-        .iter()
-        .position(|a| a == "--threads")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| {
-            v.split(',')
-                .map(|n| n.parse().expect("--threads 1,2"))
-                .collect()
-        })
-        .unwrap_or(vec![1, 2]);
-    let budget = Duration::from_millis(if quick { 100 } else { 400 });
+    let (counts, budget) = (&flags.threads, flags.budget);
     let mut rng = Rng(0x5EED);
     println!("simd level: {simd}; floor: weights read once at {FLOOR_GBS} GB/s; prefill: {PREFILL_TOKENS} tokens");
     println!(
         "{:<6} {:<12} {:>12} {:>2} | {:>8} {:>6} {:>7} | {:>8} {:>6} {:>7} {:>6} | {:>8} {:>7} {:>7}",
         "type", "shape", "rows x cols", "t", "hot us", "GB/s", "GFLOP/s", "cold us", "GB/s", "GFLOP/s", "floor", "pre ms", "GFLOP/s", "tok/s"
     );
-    for &threads in &counts {
+    for &threads in counts {
         let pool = Threads::with_simd(threads, simd).expect("a supported level");
         for ty in [
             GgmlType::Q4_1,

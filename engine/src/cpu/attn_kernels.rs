@@ -17,8 +17,6 @@
 //! An F16 run is widened element by element (exact); the caller rounds the
 //! query and the probabilities to f16 where llama.cpp does.
 
-use half::f16;
-
 use super::kv::{Row, Run};
 use crate::simd::SimdLevel;
 
@@ -102,26 +100,6 @@ fn weighted_sum_scalar(p: &[f32], v: Run<'_>, out: &mut [f32], from: usize) {
     }
 }
 
-impl Run<'_> {
-    /// Whether every row lies inside the slice.
-    fn fits(&self) -> bool {
-        let n = match self.rows {
-            Row::F32(d) => d.len(),
-            Row::F16(d) => d.len(),
-        };
-        self.count == 0 || (self.count - 1) * self.stride + self.len <= n
-    }
-
-    /// Element `i` of row `r`, as f32.
-    #[inline]
-    fn at(&self, r: usize, i: usize) -> f32 {
-        match self.rows {
-            Row::F32(d) => d[r * self.stride + i],
-            Row::F16(d) => f16::to_f32(d[r * self.stride + i]),
-        }
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -186,8 +164,8 @@ mod x86 {
         }
     }
 
-    /// `a` holds the first `n16` products' sixteen partial sums of one key
-    /// (two vectors); its fold, as a scalar.
+    /// The definition's fold of one key's sixteen partial sums (`lo`: sums
+    /// 0-7, `hi`: 8-15), as a scalar.
     #[inline(always)]
     unsafe fn fold1(lo: __m256, hi: __m256) -> f32 {
         // SAFETY: register arithmetic only.
@@ -343,6 +321,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use half::f16;
+
     use super::*;
 
     fn values(seed: u64, n: usize) -> Vec<f32> {

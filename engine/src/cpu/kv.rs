@@ -89,6 +89,26 @@ pub struct Run<'a> {
     pub count: usize,
 }
 
+impl Run<'_> {
+    /// Whether every row lies inside the slice.
+    pub(super) fn fits(&self) -> bool {
+        let n = match self.rows {
+            Row::F32(d) => d.len(),
+            Row::F16(d) => d.len(),
+        };
+        self.count == 0 || (self.count - 1) * self.stride + self.len <= n
+    }
+
+    /// Element `i` of row `r`, as f32.
+    #[inline]
+    pub(super) fn at(&self, r: usize, i: usize) -> f32 {
+        match self.rows {
+            Row::F32(d) => d[r * self.stride + i],
+            Row::F16(d) => f16::to_f32(d[r * self.stride + i]),
+        }
+    }
+}
+
 /// A borrowed row of a cache, in its stored type.
 #[derive(Clone, Copy)]
 pub enum Row<'a> {
