@@ -473,11 +473,10 @@ pub trait Ops: Send {
     /// A short name for messages ("cpu (2 threads)").
     fn name(&self) -> String;
 
-    /// The CPU worker pool this backend's ops run on, if it has one. A
-    /// forward pass runs inside it ([`Threads::install`] around the whole
-    /// step), so that each op forks among workers already running rather
-    /// than handing its work to the pool and waiting for it (tens of
-    /// microseconds an op, hundreds of ops a token).
+    /// The CPU worker team this backend's ops run on, if it has one. A
+    /// forward pass installs it ([`Threads::install`] around the whole
+    /// step), so that the ops that split their work without being handed
+    /// the team find it.
     fn worker_pool(&self) -> Option<Arc<Threads>> {
         None
     }

@@ -25,9 +25,9 @@ pub fn time(budget: Duration, mut f: impl FnMut(usize)) -> f64 {
     best
 }
 
-/// [`time`] with the calls made from inside the pool, as a model's step
-/// would make them (`Threads::install` around a whole step): the ops then
-/// fork and join among the workers instead of waking them from outside.
+/// [`time`] with the threads installed, as a model's step runs
+/// (`Threads::install` around a whole step): the ops that find their
+/// threads that way (attention, norms) split their work over them.
 pub fn in_pool(pool: &Threads, budget: Duration, f: impl FnMut(usize) + Send) -> f64 {
     pool.install(|| time(budget, f))
 }

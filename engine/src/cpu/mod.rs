@@ -1,5 +1,5 @@
 //! The CPU backend: [`CpuBackend`] implements [`crate::ops::Ops`] with one
-//! file per op family, f32 arithmetic, one rayon pool ([`Threads`](crate::threads::Threads)); and its matrix
+//! file per op family, f32 arithmetic, one worker team ([`Threads`](crate::threads::Threads)); and its matrix
 //! kernels: quantized dot products as llama.cpp's CPU backend computes them,
 //! and the matrix-vector (decode) and matrix-matrix (prefill) products built
 //! on them.

@@ -1,0 +1,127 @@
+//! [`Threads`]: the worker threads the CPU ops run on, and the kernel level
+//! they use. Shared by whatever runs host work (the CPU backend, the expert
+//! cache's host products), so that [`crate::ops`] names no backend.
+
+use std::cell::Cell;
+
+use crate::simd::SimdLevel;
+
+mod team;
+
+pub use team::Claims;
+use team::Team;
+
+/// Why a pool could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadsError {
+    #[error("this CPU cannot run the {0} kernels")]
+    SimdUnsupported(SimdLevel),
+    #[error("cannot start {threads} worker threads: {reason}")]
+    ThreadPool { threads: usize, reason: String },
+}
+
+/// A team of worker threads, sized once by the caller (the `-t` option),
+/// and the SIMD level of the kernels the ops run (the best this CPU has,
+/// unless chosen). Every op takes one; results do not depend on its size.
+///
+/// The workers wait for the next op spinning (see [`team`]), so an op
+/// costs no wake-up: a decode step's few hundred ops each start with a
+/// store and end when their last task does.
+pub struct Threads {
+    team: Team,
+    simd: SimdLevel,
+}
+
+thread_local! {
+    /// The team that [`Threads::install`] made current on this thread.
+    static CURRENT: Cell<*const Threads> = const { Cell::new(std::ptr::null()) };
+}
+
+impl std::fmt::Debug for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Threads")
+            .field("count", &self.count())
+            .field("simd", &self.simd)
+            .finish()
+    }
+}
+
+impl Threads {
+    /// `n` worker threads (at least 1) running the best kernels this CPU has.
+    pub fn new(n: usize) -> Result<Threads, ThreadsError> {
+        Threads::with_simd(n, SimdLevel::detected())
+    }
+
+    /// `n` worker threads running the kernels of `simd`, refused when this
+    /// CPU cannot run them.
+    pub fn with_simd(n: usize, simd: SimdLevel) -> Result<Threads, ThreadsError> {
+        if !simd.is_supported() {
+            return Err(ThreadsError::SimdUnsupported(simd));
+        }
+        let team = Team::new(n).map_err(|e| ThreadsError::ThreadPool {
+            threads: n,
+            reason: e.to_string(),
+        })?;
+        Ok(Threads { team, simd })
+    }
+
+    pub fn count(&self) -> usize {
+        self.team.count()
+    }
+
+    pub fn simd(&self) -> SimdLevel {
+        self.simd
+    }
+
+    /// Runs `f` on the calling thread with these threads current: the ops
+    /// in `f` that split their work without being handed a pool
+    /// ([`Threads::current`]) split it over these.
+    pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(*const Threads);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let _restore = Restore(CURRENT.with(|c| c.replace(self)));
+        f()
+    }
+
+    /// Calls `f` for each of `tasks` task indices, each exactly once,
+    /// spread over the threads; returns when all are done. Called from
+    /// inside a task, the tasks run on the calling thread.
+    pub fn run(&self, tasks: usize, f: impl Fn(usize) + Sync) {
+        self.team.run(tasks, &|c: &Claims<'_>| {
+            while let Some(i) = c.claim() {
+                f(i);
+            }
+        });
+    }
+
+    /// As [`Threads::run`], with state made by `init` once per thread that
+    /// takes a task (a scratch row), not once per task.
+    pub fn run_init<S>(
+        &self,
+        tasks: usize,
+        init: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, usize) + Sync,
+    ) {
+        self.team.run(tasks, &|c: &Claims<'_>| {
+            let mut state = None;
+            while let Some(i) = c.claim() {
+                f(state.get_or_insert_with(&init), i);
+            }
+        });
+    }
+
+    /// Calls `f` with the threads that [`Threads::install`] made current on
+    /// this thread, if any.
+    pub fn current<R>(f: impl FnOnce(Option<&Threads>) -> R) -> R {
+        let p = CURRENT.with(Cell::get);
+        // SAFETY: `CURRENT` holds a pointer only while the `install` call
+        // that set it runs on this thread, and that call borrows the
+        // `Threads` for its whole length; it is reset when it returns or
+        // unwinds.
+        f(unsafe { p.as_ref() })
+    }
+}
