@@ -63,17 +63,22 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
             scores.clear();
             scores.resize(n, 0.0);
             attn_kernels::scores(level, qh, kv.k_run(first, n, g * dk, dk), scores);
-            let mut max = f32::NEG_INFINITY;
             for s in scores.iter_mut() {
                 *s *= p.scale;
-                if let Some(cap) = p.softcap {
+            }
+            if let Some(cap) = p.softcap {
+                for s in scores.iter_mut() {
                     *s = (*s / cap).tanh() * cap;
                 }
-                max = max.max(*s);
             }
-            let mut sum = 0.0f64;
+            let max = attn_kernels::max(level, scores);
             for s in scores.iter_mut() {
                 *s = (*s - max).exp();
+            }
+            // Its own loop: beside the calls to exp the running sum would
+            // live in memory.
+            let mut sum = 0.0f64;
+            for s in scores.iter() {
                 sum += f64::from(*s);
             }
             let inv = (1.0 / sum) as f32;

@@ -14,6 +14,12 @@
 //! over the positions `j` in order, `o` starting at 0. The AVX2 version keeps
 //! up to 64 outputs in registers over the whole run.
 //!
+//! Max: the largest value that is not NaN, -inf when there is none (a
+//! fold with `f32::max` from -inf), up to the sign of a zero result (the
+//! softmax subtracts it, and `x - 0` and `x - (-0)` are the same number).
+//! The AVX2 version keeps 32 running maxima; `max_ps(x, m)` returns `m`
+//! when `x` is NaN, which is the fold's rule.
+//!
 //! An F16 run is widened element by element (exact); the caller rounds the
 //! query and the probabilities to f16 where llama.cpp does.
 
@@ -73,6 +79,22 @@ pub fn weighted_sum(level: SimdLevel, p: &[f32], v: Run<'_>, out: &mut [f32]) {
 /// One score by the definition: sixteen partial sums folded pairwise, plus
 /// the tail.
 #[inline]
+/// The largest element of `x` that is not NaN, `-inf` when there is none
+/// (see the module's note on zeros).
+pub fn max(level: SimdLevel, x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if level >= SimdLevel::Avx2 && level.is_supported() {
+        // SAFETY: the CPU has AVX2 (checked).
+        return unsafe { x86::max(x) };
+    }
+    let _ = level;
+    max_scalar(x)
+}
+
+fn max_scalar(x: &[f32]) -> f32 {
+    x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}
+
 fn score_scalar(q: &[f32], k: impl Fn(usize) -> f32) -> f32 {
     let n16 = q.len() - q.len() % 16;
     let mut acc = [0.0f32; 16];
@@ -301,6 +323,29 @@ mod x86 {
     }
 
     /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn max(x: &[f32]) -> f32 {
+        let body = x.len() / 32 * 32;
+        // Four 8-lane maxima; `_mm256_max_ps(v, m)` is `m` where `v` is NaN.
+        let mut m = [_mm256_set1_ps(f32::NEG_INFINITY); 4];
+        for c in x[..body].chunks_exact(32) {
+            for (j, m) in m.iter_mut().enumerate() {
+                // SAFETY: `c` holds 32 floats, so 8 from `8 * j` are inside.
+                let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * j)) };
+                *m = _mm256_max_ps(v, *m);
+            }
+        }
+        // No NaN in the maxima: they start at -inf and only take values.
+        let m = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds 8 floats.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+        let folded = lanes.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        x[body..].iter().fold(folded, |a, &b| a.max(b))
+    }
+
+    /// # Safety
     /// AVX2, FMA and F16C; `v`'s rows inside its slice; `p.len() ==
     /// v.count`; `out.len() == v.len`.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -401,6 +446,43 @@ mod tests {
                         bits(&want_o),
                         "weighted sum {level} len {len} count {count} f16 {f16_rows}"
                     );
+                }
+            }
+        }
+    }
+
+    /// The max of every level is the fold's, NaNs and infinities included,
+    /// over lengths around the 32-element body.
+    #[test]
+    fn max_equals_the_fold_on_every_level() {
+        let levels: Vec<SimdLevel> = SimdLevel::ALL
+            .into_iter()
+            .filter(|l| l.is_supported())
+            .collect();
+        for len in [0, 1, 7, 31, 32, 33, 64, 95, 257] {
+            for case in 0..6u64 {
+                let mut x = values(len as u64 * 13 + case, len);
+                match case {
+                    1 => x.iter_mut().step_by(3).for_each(|v| *v = f32::NAN),
+                    2 => x.iter_mut().for_each(|v| *v = f32::NAN),
+                    3 => x.iter_mut().step_by(5).for_each(|v| *v = f32::INFINITY),
+                    4 => x.iter_mut().for_each(|v| *v = f32::NEG_INFINITY),
+                    5 => x.iter_mut().for_each(|v| *v = -v.abs() - 1.0),
+                    _ => {}
+                }
+                if let Some(last) = x.last_mut() {
+                    if case == 0 {
+                        *last = 3.0; // the largest, in the tail or the body
+                    }
+                }
+                let want = max_scalar(&x);
+                for &level in &levels {
+                    let got = max(level, &x);
+                    assert!(
+                        got == want || (got.is_nan() && want.is_nan()),
+                        "{level} len {len} case {case}: {got} != {want}"
+                    );
+                    assert!(!got.is_nan(), "{level} len {len} case {case}: NaN");
                 }
             }
         }
