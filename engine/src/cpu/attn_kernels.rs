@@ -386,10 +386,7 @@ mod tests {
     /// F32 and F16 rows, over odd lengths and counts and padded strides.
     #[test]
     fn simd_levels_equal_the_scalar_definition() {
-        let levels: Vec<SimdLevel> = SimdLevel::ALL
-            .into_iter()
-            .filter(|l| l.is_supported())
-            .collect();
+        let levels: Vec<SimdLevel> = SimdLevel::supported().collect();
         for (len, count, pad) in [
             (64, 1, 0),
             (64, 8, 3),
@@ -455,10 +452,7 @@ mod tests {
     /// over lengths around the 32-element body.
     #[test]
     fn max_equals_the_fold_on_every_level() {
-        let levels: Vec<SimdLevel> = SimdLevel::ALL
-            .into_iter()
-            .filter(|l| l.is_supported())
-            .collect();
+        let levels: Vec<SimdLevel> = SimdLevel::supported().collect();
         for len in [0, 1, 7, 31, 32, 33, 64, 95, 257] {
             for case in 0..6u64 {
                 let mut x = values(len as u64 * 13 + case, len);
