@@ -78,33 +78,28 @@ pub fn matmul(
         return Ok(());
     }
 
-    // The activations, once, in the partner format, four rows a task.
+    // The activations, once, in the partner format, four rows a task. (A
+    // row is never empty: `cols` is a whole number of weight blocks, and
+    // the partner's block divides the weight's.)
     let act_row = cols / kern.act.block_elems() * kern.act.block_bytes();
     let mut act = vec![0u8; n * act_row];
-    {
-        let first_error = std::sync::Mutex::new(None);
-        let base = OutPtr(act.as_mut_ptr());
-        let base = &base;
-        threads.run(n.div_ceil(ACT_ROWS), |i| {
-            for t in i * ACT_ROWS..((i + 1) * ACT_ROWS).min(n) {
-                // SAFETY: `act` holds `n * act_row` bytes and is borrowed
-                // mutably for this whole block; row `t < n` is bytes
-                // `t * act_row ..` of it, and each row belongs to one task.
-                let a = unsafe { std::slice::from_raw_parts_mut(base.0.add(t * act_row), act_row) };
-                if let Err(e) = quantize_act(kern.act, &x[t * cols..(t + 1) * cols], a) {
-                    first_error
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .get_or_insert(e);
-                }
+    let first_error = std::sync::Mutex::new(None);
+    threads.for_chunks(&mut act, ACT_ROWS * act_row, |i, rows| {
+        for (j, a) in rows.chunks_mut(act_row).enumerate() {
+            let t = i * ACT_ROWS + j;
+            if let Err(e) = quantize_act(kern.act, &x[t * cols..(t + 1) * cols], a) {
+                first_error
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get_or_insert(e);
             }
-        });
-        if let Some(e) = first_error
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-        {
-            return Err(e);
         }
+    });
+    if let Some(e) = first_error
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        return Err(e);
     }
 
     let n_blocks = cols / w.ty().block_elems();
@@ -125,15 +120,9 @@ pub fn matmul(
     };
 
     if n == 1 {
-        let out = OutPtr(y.as_mut_ptr());
-        let out = &out;
-        threads.run(rows.div_ceil(chunk), |i| {
-            let (r0, r1) = (i * chunk, ((i + 1) * chunk).min(rows));
-            // SAFETY: `y` holds `rows` floats (checked above) and is
-            // borrowed mutably for this whole call; task `i` owns rows
-            // `r0..r1`, and each task runs once.
-            let y = unsafe { std::slice::from_raw_parts_mut(out.0.add(r0), r1 - r0) };
-            tile(r0, r1, 0, 1, y, r1 - r0);
+        threads.for_chunks(y, chunk, |i, y| {
+            let r0 = i * chunk;
+            tile(r0, r0 + y.len(), 0, 1, y, y.len());
         });
         return Ok(());
     }
@@ -172,13 +161,12 @@ pub fn embedding_row(w: WeightView<'_>, row: usize, out: &mut [f32]) -> Result<(
     quant::dequantize_row(w.ty(), src, out).map_err(|_| CpuError::NoKernels(w.ty()))
 }
 
-/// An output (the products, the quantized activations), written by the
-/// tasks at disjoint ranges.
-struct OutPtr<T>(*mut T);
+/// The output of a prefill product, written by the tasks at disjoint rows.
+struct OutPtr(*mut f32);
 // SAFETY: the pointer is only written through, at element ranges that one
-// task owns (see the writes in `matmul`), while the slice it came from is
+// task owns (see the write in `matmul`), while the slice it came from is
 // borrowed mutably for the whole parallel section.
-unsafe impl<T: Send> Sync for OutPtr<T> {}
+unsafe impl Sync for OutPtr {}
 
 fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), CpuError> {
     if expected != actual {

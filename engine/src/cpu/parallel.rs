@@ -42,26 +42,6 @@ where
     }
     Threads::current(|threads| match threads {
         None => serial(data),
-        Some(threads) => {
-            let len = data.len();
-            let base = Chunks(data.as_mut_ptr());
-            let base = &base;
-            threads.run_init(len.div_ceil(chunk), &init, |s, i| {
-                let start = i * chunk;
-                let n = chunk.min(len - start);
-                // SAFETY: `data` is borrowed mutably for this whole call;
-                // task `i` gets elements `i * chunk .. + n`, inside `data`
-                // (`i < len.div_ceil(chunk)`), and each task index is run
-                // once, so no two tasks see the same element.
-                let c = unsafe { std::slice::from_raw_parts_mut(base.0.add(start), n) };
-                f(s, i, c)
-            });
-        }
+        Some(threads) => threads.for_chunks_init(data, chunk, &init, &f),
     })
 }
-
-/// The start of the slice [`for_chunks_init`] splits.
-struct Chunks<T>(*mut T);
-// SAFETY: shared between the tasks only to make disjoint subslices of a
-// slice of `Send` elements (see `for_chunks_init`).
-unsafe impl<T: Send> Sync for Chunks<T> {}

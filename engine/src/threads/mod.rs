@@ -114,6 +114,43 @@ impl Threads {
         });
     }
 
+    /// Calls `f(i, piece)` for each `chunk`-element piece `i` of `data` (the
+    /// last may be shorter), spread over the threads.
+    pub fn for_chunks<T: Send>(
+        &self,
+        data: &mut [T],
+        chunk: usize,
+        f: impl Fn(usize, &mut [T]) + Sync,
+    ) {
+        self.for_chunks_init(data, chunk, || (), |_, i, c| f(i, c));
+    }
+
+    /// As [`Threads::for_chunks`], with state made by `init` once per thread
+    /// that takes a piece.
+    pub fn for_chunks_init<T: Send, S>(
+        &self,
+        data: &mut [T],
+        chunk: usize,
+        init: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, usize, &mut [T]) + Sync,
+    ) {
+        let chunk = chunk.max(1);
+        let len = data.len();
+        let base = Pieces(data.as_mut_ptr());
+        let base = &base;
+        self.run_init(len.div_ceil(chunk), init, |s, i| {
+            let start = i * chunk;
+            // SAFETY: `data` is borrowed mutably for this whole call; task
+            // `i < len.div_ceil(chunk)` gets elements `start .. start + n`,
+            // inside `data`, and each task index runs once, so no two
+            // tasks see the same element.
+            let c = unsafe {
+                std::slice::from_raw_parts_mut(base.0.add(start), chunk.min(len - start))
+            };
+            f(s, i, c)
+        });
+    }
+
     /// Calls `f` with the threads that [`Threads::install`] made current on
     /// this thread, if any.
     pub fn current<R>(f: impl FnOnce(Option<&Threads>) -> R) -> R {
@@ -125,3 +162,9 @@ impl Threads {
         f(unsafe { p.as_ref() })
     }
 }
+
+/// The start of the slice [`Threads::for_chunks_init`] splits.
+struct Pieces<T>(*mut T);
+// SAFETY: shared between the tasks only to make disjoint subslices of a
+// slice of `Send` elements (see `for_chunks_init`).
+unsafe impl<T: Send> Sync for Pieces<T> {}

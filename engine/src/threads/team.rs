@@ -280,13 +280,8 @@ fn wait_for_work(s: &Shared, seen: u64) -> u64 {
         if e != seen || s.shutdown.load(SeqCst) {
             return e;
         }
-        let t = start.elapsed();
-        if t < SPIN_FOR {
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
-        } else if t < YIELD_FOR {
-            std::thread::yield_now();
+        if start.elapsed() < YIELD_FOR {
+            pause(start);
         } else {
             let mut g = s.sleep.lock().unwrap_or_else(PoisonError::into_inner);
             s.sleepers.fetch_add(1, SeqCst);
