@@ -10,12 +10,14 @@
 //
 // Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
-// 3 = out (written). Push: AttnPush.
+// 3 = out (written), 4 = step words (read: the first row's position).
+// Push: AttnPush.
 // The dot products and sums are `precise`: a driver that fuses a multiply
 // and an add into one fma (NVIDIA's does) rounds differently from the CPU.
 // Limits (checked on the host): head_dim_k <= MAX_DK, head_dim_v <= WG * ACC.
 
 #include "attention.glsl"
+#include "step.glsl"
 
 #define WG 64
 #define ACC 8
@@ -33,6 +35,7 @@ layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
 #endif
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
+STEP_WORDS(4)
 
 layout(push_constant) uniform Push { AttnPush p; };
 
@@ -85,7 +88,7 @@ void main() {
     uint t = gl_WorkGroupID.y;
     uint tid = gl_LocalInvocationID.x;
     uint g = h / p.group;
-    uint pos = p.pos0 + t;
+    uint pos = step_words[p.pos_at] + t;
     uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;

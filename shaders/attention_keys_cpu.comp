@@ -15,7 +15,8 @@
 //
 // Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
-// 3 = out (written). Push: AttnPush.
+// 3 = out (written), 4 = step words (read: the first row's position).
+// Push: AttnPush.
 // The host uses it only where head_dim_k and head_dim_v are multiples of 4
 // and at most MAX_D (op_attention.rs), on devices whose subgroups hold SG
 // lanes or more, with arithmetic.
@@ -24,6 +25,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
 #include "attention.glsl"
+#include "step.glsl"
 
 #define SG 8u
 #define MAX_D 256u
@@ -54,6 +56,7 @@ vec4 v4(uint e) {
 }
 #endif
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
+STEP_WORDS(4)
 
 layout(push_constant) uniform Push { AttnPush p; };
 
@@ -71,7 +74,7 @@ void main() {
     uint t = gl_WorkGroupID.y;
     uint lane = gl_LocalInvocationID.x;
     uint g = h / p.group;
-    uint pos = p.pos0 + t;
+    uint pos = step_words[p.pos_at] + t;
     uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
     uint nk = p.head_dim_k / 4u; // vec4s of a K row
     uint nv = p.head_dim_v / 4u;

@@ -6,15 +6,18 @@
 // drivers' own sin/cos are not accurate at large angles). One invocation per
 // (row, pair i), looping over the row's heads; elements past n_rot are not
 // touched.
-// Binding: 0 = x (read and written). Push: RopePush.
+// Bindings: 0 = x (read and written), 1 = step words (read: the position).
+// Push: RopePush.
 
 #include "elementwise.glsl"
 #include "math.glsl"
 #include "index.glsl"
+#include "step.glsl"
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) buffer X { float x[]; };
+STEP_WORDS(1)
 
 layout(push_constant) uniform Push { RopePush p; };
 
@@ -26,7 +29,7 @@ void main() {
     uint t = id / p.half_rot;
     uint i = id % p.half_rot;
 
-    precise float theta = float(p.pos0 + t);
+    precise float theta = float(step_words[p.pos_at] + t);
     for (uint k = 0; k < i; k++) {
         theta = theta * p.theta_scale;
     }

@@ -39,6 +39,8 @@ pub const ONCE: &[Once] = &[
         "attention_keys_cpu.comp",
         &[("KV_F16", "1")],
     ),
+    ("kv_write_f32", "kv_write.comp", &[]),
+    ("kv_write_f16", "kv_write.comp", &[("KV_F16", "1")]),
     // Activations in a weight type's dot format (ggml's vec_dot_type).
     ("quantize_q8_0", "quantize_act.comp", &[("ACT_Q8_0", "1")]),
     ("quantize_q8_1", "quantize_act.comp", &[("ACT_Q8_1", "1")]),

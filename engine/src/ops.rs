@@ -487,6 +487,12 @@ pub trait Ops: Send {
         Vec::new()
     }
 
+    /// Device submissions so far, and how many of them replayed a
+    /// recorded command buffer (a GPU backend; `(0, 0)` otherwise).
+    fn submissions(&self) -> (usize, usize) {
+        (0, 0)
+    }
+
     // ---- memory, at load time ------------------------------------------
 
     /// Prepares a weight (CPU: keeps a reference to the mapped bytes; a GPU

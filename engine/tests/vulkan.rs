@@ -39,3 +39,5 @@ mod vulkan_moe_cache;
 mod vulkan_moe_model;
 #[path = "vulkan_quantize.rs"]
 mod vulkan_quantize;
+#[path = "vulkan_replay.rs"]
+mod vulkan_replay;

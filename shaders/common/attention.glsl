@@ -6,15 +6,17 @@
 
 #include "math.glsl"
 
-// kv_write.comp: cache elements e0..e1 (flat, row-major [n_ctx, width]) of an
-// f16 cache = src[src_offset + (e - e0)], rounded to nearest even. One
-// invocation per 32-bit word of the cache that the range touches (n_words),
-// starting at word e0 / 2; a half outside e0..e1 keeps its old value.
+// kv_write.comp: `rows` rows of `width` elements from src[src_offset..] into
+// the cache (row-major [n_ctx, width]) at position step_words[pos_at], so
+// cache elements e0 = pos * width .. e1 = e0 + rows * width. f32 cache: one
+// invocation per element. f16 cache (KV_F16): rounded to nearest even, one
+// invocation per 32-bit word from word e0 / 2 (rows * width / 2 + 1 of them,
+// the most the range can touch); a half outside e0..e1 keeps its old value.
 struct KvWritePush {
-    uint n_words;
+    uint rows;
+    uint width;
     uint src_offset;
-    uint e0;
-    uint e1;
+    uint pos_at;
 };
 
 // attention.comp: one workgroup per (head h = x, row t = y);
@@ -54,7 +56,7 @@ struct AttnPush {
     uint head_dim_v;
     uint k_width;
     uint v_width;
-    uint pos0;
+    uint pos_at;     // the first row's position: step_words[pos_at]
     uint q_offset;
     uint out_offset;
     uint window;

@@ -35,7 +35,7 @@ struct RopePush {
     uint head_dim;
     uint half_rot;
     uint offset;
-    uint pos0;
+    uint pos_at;     // the first row's position: step_words[pos_at]
     uint neox;
     float theta_scale;
     float freq_scale;

@@ -1,5 +1,6 @@
 //! Where a model runs: `-g N|auto`, `--fixed-on`, `--moe-cache`,
-//! `--expert-stats`, `--device`, `--validate`, `--print-plan` (shared by the
+//! `--expert-stats`, `--device`, `--validate`, `--record-every-step`,
+//! `--print-plan` (shared by the
 //! generation and bench commands).
 
 use std::sync::Arc;
@@ -59,6 +60,11 @@ pub struct DeviceArgs {
     /// any message it reports fails the run (the count goes to stderr).
     #[arg(long)]
     pub validate: bool,
+    /// Record every GPU submission afresh instead of replaying the
+    /// recorded decode step at the next position (for comparing the cost
+    /// of recording; the results are the same bits).
+    #[arg(long = "record-every-step")]
+    pub record_every_step: bool,
 }
 
 /// `-1`, `0`, a count or `auto` ([`GpuLayers`]).
@@ -84,9 +90,9 @@ impl DeviceArgs {
                 "--moe-cache applies to a mixture-of-experts model; this one has none".into(),
             ));
         }
-        if !gpu && (self.device.is_some() || self.validate) {
+        if !gpu && (self.device.is_some() || self.validate || self.record_every_step) {
             return Err(CliError::Usage(
-                "--device and --validate apply to the GPU: give -g -1, -g N or --fixed-on gpu"
+                "--device, --validate and --record-every-step apply to the GPU: give -g -1, -g N or --fixed-on gpu"
                     .into(),
             ));
         }
@@ -98,6 +104,7 @@ impl DeviceArgs {
                 .parse()
                 .expect("infallible"),
             validation: self.validate,
+            record_every_step: self.record_every_step,
         };
         let req = GpuRequest {
             gpu_layers: self.gpu_layers,

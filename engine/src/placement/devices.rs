@@ -66,6 +66,15 @@ impl Devices {
             .collect()
     }
 
+    /// Device submissions of every device so far, and how many replayed a
+    /// recorded command buffer ([`Ops::submissions`]).
+    pub fn submissions(&self) -> (usize, usize) {
+        self.backends
+            .iter()
+            .map(|b| b.submissions())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
     /// The pool a forward pass runs in: that of the first device in use
     /// that has one (see [`Ops::worker_pool`]). Backends on other pools
     /// still work from inside it, through a hand-off per op.

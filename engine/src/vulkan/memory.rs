@@ -237,6 +237,34 @@ impl Buffer {
         Ok(())
     }
 
+    /// [`write`](Self::write) of bytes through a shared handle: for a
+    /// staging buffer that a kept submission also holds (an `Arc` clone, so
+    /// no `&mut` is to be had).
+    ///
+    /// # Safety
+    /// No device work in flight may access the buffer (its submissions have
+    /// completed), and no other host code may read or write it during the
+    /// call.
+    pub(crate) unsafe fn write_shared(&self, offset: u64, data: &[u8]) -> VkResult<()> {
+        self.check_range(offset, data.len() as u64)?;
+        let ptr = self
+            .allocation
+            .mapped_ptr()
+            .ok_or_else(|| self.error("not host-visible".into()))?;
+        // SAFETY: the mapping covers the whole buffer and the range is in
+        // bounds (checked above); the caller guarantees that nothing else
+        // reads or writes these bytes during the copy; `data` is host memory
+        // that cannot overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                ptr.as_ptr().cast::<u8>().add(offset as usize),
+                data.len(),
+            )
+        };
+        Ok(())
+    }
+
     /// Reads `out.len()` elements from byte `offset` of a host-visible buffer. The
     /// device writes must have been made visible to the host first (a transfer ->
     /// host barrier, then the fence wait), as [`Context::download`] does.

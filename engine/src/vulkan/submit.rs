@@ -1,5 +1,7 @@
 //! [`Submission`]: one command buffer, its descriptor pools and a fence.
 //! Record copies, barriers and dispatches; submit; wait; reset and record again.
+//! A reusable submission ([`Context::reusable_submission`]) can also be
+//! submitted again as recorded ([`Submission::replay`]) once it completed.
 //!
 //! Barriers are explicit at this level: the caller says where one is needed
 //! ([`Submission::barrier`]). Buffers recorded into a submission are borrowed for
@@ -123,6 +125,10 @@ pub struct Submission<'a> {
     fence: vk::Fence,
     descriptors: DescriptorArena,
     state: State,
+    /// Recorded without ONE_TIME_SUBMIT: may be replayed.
+    reusable: bool,
+    /// Recording ended (submitted at least once since the last reset).
+    ended: bool,
     /// Shared buffers recorded since the last reset, kept until the fence has
     /// signalled.
     kept: Vec<Arc<Buffer>>,
@@ -135,6 +141,16 @@ pub struct Submission<'a> {
 impl Context {
     /// A new submission, recording.
     pub fn submission<'a>(&self) -> VkResult<Submission<'a>> {
+        self.new_submission(false)
+    }
+
+    /// A new submission, recording, that can be submitted again as
+    /// recorded once it completed ([`Submission::replay`]).
+    pub fn reusable_submission<'a>(&self) -> VkResult<Submission<'a>> {
+        self.new_submission(true)
+    }
+
+    fn new_submission<'a>(&self, reusable: bool) -> VkResult<Submission<'a>> {
         let device = self.shared.device();
         let pool_info = vk::CommandPoolCreateInfo::default()
             .queue_family_index(self.shared.dev.queue_family)
@@ -150,6 +166,8 @@ impl Context {
             fence: vk::Fence::null(),
             descriptors: DescriptorArena::default(),
             state: State::Complete,
+            reusable,
+            ended: false,
             kept: Vec::new(),
             timestamps: None,
             _buffers: PhantomData,
@@ -181,8 +199,12 @@ impl<'a> Submission<'a> {
     }
 
     fn begin(&mut self) -> VkResult<()> {
-        let info = vk::CommandBufferBeginInfo::default()
-            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        let flags = if self.reusable {
+            vk::CommandBufferUsageFlags::empty()
+        } else {
+            vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT
+        };
+        let info = vk::CommandBufferBeginInfo::default().flags(flags);
         // SAFETY: the command buffer is in the initial state (fresh, or its pool was
         // reset after the fence signalled) and only this submission records into it.
         unsafe { self.device().begin_command_buffer(self.cmd, &info) }
@@ -457,11 +479,34 @@ impl<'a> Submission<'a> {
         self.recording()?;
         // SAFETY: the command buffer is in the recording state.
         unsafe { self.device().end_command_buffer(self.cmd) }.call("vkEndCommandBuffer")?;
+        self.ended = true;
+        self.queue_submit()
+    }
+
+    /// Submits the command buffer again as recorded, after the previous
+    /// submission completed (reusable submissions only). Everything it
+    /// records is still alive: borrowed buffers for 'a, shared ones kept
+    /// until the next reset.
+    pub fn replay(&mut self) -> VkResult<()> {
+        if !self.reusable || !self.ended {
+            return Err(VkError::Submission(
+                "replay needs a reusable submission that was submitted",
+            ));
+        }
+        self.wait()?;
+        // SAFETY: the fence signalled (waited above) and the command
+        // buffer is not pending, so the fence may be reset.
+        unsafe { self.device().reset_fences(&[self.fence]) }.call("vkResetFences")?;
+        self.queue_submit()
+    }
+
+    fn queue_submit(&mut self) -> VkResult<()> {
         let cmds = [self.cmd];
         let info = [vk::SubmitInfo::default().command_buffers(&cmds)];
         let queue = self.ctx.shared.queue();
-        // SAFETY: the command buffer is executable and not pending; the fence is
-        // unsignalled (fresh, or reset in `reset`) and not in use; the queue is
+        // SAFETY: the command buffer is executable and not pending (recorded
+        // without ONE_TIME_SUBMIT when it is submitted again: `replay`); the
+        // fence is unsignalled (fresh, or reset in `reset` / `replay`) and not in use; the queue is
         // externally synchronised by the lock; every object the commands use stays
         // alive until the fence signals (buffers are borrowed for 'a or kept in
         // `kept`, which only `reset` clears after waiting; Drop waits).
@@ -526,6 +571,7 @@ impl<'a> Submission<'a> {
         }
         self.descriptors.reset(device)?;
         self.kept.clear();
+        self.ended = false;
         self.begin()
     }
 }

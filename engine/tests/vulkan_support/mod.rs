@@ -29,6 +29,7 @@ pub fn options() -> VulkanOptions {
     VulkanOptions {
         device: device(),
         validation: true,
+        record_every_step: false,
     }
 }
 

@@ -5,9 +5,10 @@ use super::hazard::Access;
 use crate::vulkan::Shader;
 
 /// One recorded command.
+#[derive(PartialEq)]
 pub(super) enum Cmd {
     Dispatch {
-        shader: &'static Shader,
+        shader: ShaderRef,
         /// Buffer slot per binding.
         bufs: Vec<u32>,
         push: Vec<u8>,
@@ -27,6 +28,23 @@ pub(super) enum Cmd {
         size: u64,
         value: u32,
     },
+}
+
+/// A shader as a command names it: equal when it is the same variant.
+#[derive(Clone, Copy)]
+pub(super) struct ShaderRef(pub &'static Shader);
+
+impl PartialEq for ShaderRef {
+    fn eq(&self, other: &ShaderRef) -> bool {
+        self.0.index == other.0.index
+    }
+}
+
+impl std::ops::Deref for ShaderRef {
+    type Target = Shader;
+    fn deref(&self) -> &Shader {
+        self.0
+    }
 }
 
 impl Cmd {

@@ -10,7 +10,9 @@
 //! waiting (the expert slot cache's GPU half, while the host multiplies
 //! the missed experts); the next flush waits for it before anything else,
 //! so its commands need no barrier against it and the staging buffers are
-//! free again.
+//! free again. A waited submission is kept, and the next one with the same
+//! commands (the next decode step: positions are staged, not pushed)
+//! replays it instead of recording ([`replay`]).
 //!
 //! Memory: every tensor is a device-local storage buffer of its own.
 //! Activations and KV caches carry a sentinel tail ([`SENTINEL_BYTES`] of a
@@ -37,6 +39,7 @@ mod op_quantize;
 mod ops_impl;
 mod readback;
 mod recorder;
+mod replay;
 mod resources;
 
 use super::VkError;
@@ -70,6 +73,10 @@ pub struct VulkanOptions {
     pub device: DeviceSelector,
     /// VK_LAYER_KHRONOS_validation with synchronization validation.
     pub validation: bool,
+    /// Record every submission afresh instead of replaying a recorded one
+    /// whose commands are the same ([`replay`]); the results are the same
+    /// bits (tests compare the two).
+    pub record_every_step: bool,
 }
 
 /// Which family of matrix kernels (`matmul`, decode matvec) the backend
@@ -113,6 +120,9 @@ impl KernelLayout {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VulkanStats {
     pub submissions: usize,
+    /// Submissions that replayed a kept recording (counted in
+    /// `submissions`, and their commands in `dispatches` and `barriers`).
+    pub replays: usize,
     pub dispatches: usize,
     pub barriers: usize,
 }
@@ -122,6 +132,11 @@ pub struct VulkanBackend {
     /// Work submitted by [`Ops::submit`] and not yet waited for. It holds
     /// the buffers it uses; dropping it waits for it.
     pending: Option<Submission<'static>>,
+    /// The last waited submission, for replay ([`replay`]).
+    replay: Option<replay::Replay>,
+    /// Whether submissions are kept and replayed (tests turn it off to
+    /// compare a replayed step with a fresh recording).
+    replay_enabled: bool,
     ctx: Context,
     slots: Vec<Slot>,
     weights: Vec<GpuWeight>,
@@ -154,7 +169,9 @@ impl VulkanBackend {
             validation: opts.validation,
             device: opts.device.clone(),
         })?;
-        Ok(VulkanBackend::with_context(ctx))
+        let mut b = VulkanBackend::with_context(ctx);
+        b.set_replay(!opts.record_every_step);
+        Ok(b)
     }
 
     /// A backend on an existing context.
@@ -168,6 +185,8 @@ impl VulkanBackend {
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
         VulkanBackend {
             pending: None,
+            replay: None,
+            replay_enabled: true,
             ctx,
             slots: (0..FIRST_TENSOR).map(|_| empty()).collect(),
             weights: Vec::new(),
@@ -188,6 +207,16 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_memory_budget(&mut self, bytes: u64) {
         self.budget = bytes;
+    }
+
+    /// Turns the replay of recorded submissions on (the default) or off
+    /// (every submission recorded afresh: tests compare the two).
+    #[doc(hidden)]
+    pub fn set_replay(&mut self, on: bool) {
+        self.replay_enabled = on;
+        if !on {
+            self.replay = None;
+        }
     }
 
     /// The matrix kernels this backend dispatches.
@@ -303,7 +332,7 @@ impl VulkanBackend {
             return;
         }
         self.cmds.push(Cmd::Dispatch {
-            shader,
+            shader: cmd::ShaderRef(shader),
             bufs: binds.iter().map(|b| b.buf).collect(),
             push,
             groups,

@@ -1,8 +1,8 @@
 //! Attention through the KV cache on the device.
 //!
-//! Two steps per call: this batch's K and V rows go into the cache (a plain
-//! copy for an f32 cache; `shaders/kv_write.comp`, rounding to nearest even,
-//! for an f16 one), then `shaders/attention.comp` runs one workgroup per
+//! Two steps per call: this batch's K and V rows go into the cache
+//! (`shaders/kv_write.comp`: a copy for an f32 cache, rounding to nearest
+//! even for an f16 one), then `shaders/attention.comp` runs one workgroup per
 //! (head, query row) over the visible cache positions, with an online
 //! softmax over tiles of keys. The hazard tracker orders the two: the
 //! attention reads the cache bytes the write wrote. On CPU implementations
@@ -12,6 +12,11 @@
 //! the keys and values shared by shuffles; on lavapipe 4x faster, and more
 //! for long prompts), `shaders/attention_keys_cpu.comp` for fewer (decode:
 //! one subgroup per (head, query row), its lanes splitting the keys).
+//!
+//! The position is staged in the inbox, not pushed, and every command
+//! declares the whole cache as what it writes or reads: a decode step's
+//! commands are then the same at every position, and a recorded step
+//! replays ([`super::replay`]).
 
 use super::{Bind, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
@@ -63,21 +68,24 @@ fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize) -> Kernel {
     }
 }
 
-/// `KvWritePush` of `shaders/common/attention.glsl`: f16 cache elements
-/// `e0..e1` = `src[src_offset..]`, one invocation per cache word
-/// (`n_words`, from word `e0 / 2`).
+/// `KvWritePush` of `shaders/common/attention.glsl`: `rows` rows of
+/// `width` elements from `src[src_offset..]` into the cache at the
+/// position in inbox word `pos_at`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KvWritePush {
-    pub n_words: u32,
+    pub rows: u32,
+    pub width: u32,
     pub src_offset: u32,
-    pub e0: u32,
-    pub e1: u32,
+    pub pos_at: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<KvWritePush>() == 16);
-const _: () =
-    assert!(std::mem::size_of::<KvWritePush>() == shaders::KV_WRITE.push_constant_size as usize);
+const _: () = {
+    let size = std::mem::size_of::<KvWritePush>();
+    assert!(size == shaders::KV_WRITE_F32.push_constant_size as usize);
+    assert!(size == shaders::KV_WRITE_F16.push_constant_size as usize);
+};
 
 // SAFETY: repr(C), four u32 fields, 16 bytes (asserted above): no padding.
 unsafe impl PushConstants for KvWritePush {}
@@ -94,7 +102,8 @@ pub struct AttnPush {
     pub head_dim_v: u32,
     pub k_width: u32,
     pub v_width: u32,
-    pub pos0: u32,
+    /// Where the first row's position is: word `pos_at` of the inbox.
+    pub pos_at: u32,
     pub q_offset: u32,
     pub out_offset: u32,
     pub window: u32,
@@ -130,7 +139,7 @@ fn cache_bytes(kv: &GpuKv, e0: usize, e1: usize) -> std::ops::Range<u64> {
 }
 
 /// Writes rows `src` `[T, width]` into cache buffer `buf` (`[n_ctx, width]`)
-/// at positions `pos0..pos0 + T`.
+/// at positions `pos0..pos0 + T` (declared as a write of the whole cache).
 fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Act, pos0: usize) {
     // One position late, where the cache has room for it.
     let pos0 = if fault::active("kv-offset") && pos0 + src.rows() < kv.n_ctx {
@@ -138,32 +147,30 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
     } else {
         pos0
     };
-    let (e0, e1) = (pos0 * width, (pos0 + src.rows()) * width);
-    let s = Bind::act(src);
-    match kv.ty {
-        KvType::F32 => b.copy_bytes(
-            s.buf,
-            s.bytes.start,
-            buf,
-            e0 as u64 * 4,
-            s.bytes.end - s.bytes.start,
-        ),
-        KvType::F16 => {
-            let n_words = e1.div_ceil(2) - e0 / 2;
-            let push = KvWritePush {
-                n_words: u32_of(n_words, "KV words"),
-                src_offset: u32_of(src.elems().start, "k/v offset"),
-                e0: u32_of(e0, "cache element"),
-                e1: u32_of(e1, "cache element"),
-            };
-            let groups = b.groups_1d(&shaders::KV_WRITE, n_words as u64);
-            let dst = Bind {
-                buf,
-                bytes: cache_bytes(kv, e0, e1),
-            };
-            b.dispatch(&shaders::KV_WRITE, &[s, dst], &push, groups);
-        }
-    }
+    let (_, pos_at) = b.stage_u32(&[u32_of(pos0, "position")]);
+    let n = src.rows() * width;
+    let (shader, invocations) = match kv.ty {
+        KvType::F32 => (&shaders::KV_WRITE_F32, n),
+        // The words elements e0..e0 + n touch: n / 2 + 1 at most.
+        KvType::F16 => (&shaders::KV_WRITE_F16, n / 2 + 1),
+    };
+    let push = KvWritePush {
+        rows: u32_of(src.rows(), "rows"),
+        width: u32_of(width, "cache width"),
+        src_offset: u32_of(src.elems().start, "k/v offset"),
+        pos_at,
+    };
+    let groups = b.groups_1d(shader, invocations as u64);
+    let dst = Bind {
+        buf,
+        bytes: cache_bytes(kv, 0, kv.n_ctx * width),
+    };
+    b.dispatch(
+        shader,
+        &[Bind::act(src), dst, Bind::step(pos_at)],
+        &push,
+        groups,
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -213,7 +220,7 @@ pub(super) fn attention(
     write_rows(b, &c, c.k, c.k_width, k, pos0);
     write_rows(b, &c, c.v, c.v_width, v, pos0);
 
-    let end = pos0 + t;
+    let (_, pos_at) = b.stage_u32(&[u32_of(pos0, "pos0")]);
     let push = AttnPush {
         n_head: u32_of(nh, "n_head"),
         group: u32_of(nh / nkv, "group"),
@@ -221,7 +228,7 @@ pub(super) fn attention(
         head_dim_v: u32_of(dv, "head_dim_v"),
         k_width: u32_of(c.k_width, "k_width"),
         v_width: u32_of(c.v_width, "v_width"),
-        pos0: u32_of(pos0, "pos0"),
+        pos_at,
         q_offset: u32_of(q.elems().start, "q offset"),
         out_offset: u32_of(out.elems().start, "out offset"),
         window: p.window.map_or(0, |w| u32_of(w, "window")),
@@ -248,13 +255,14 @@ pub(super) fn attention(
         Bind::act(q),
         Bind {
             buf: c.k,
-            bytes: cache_bytes(&c, 0, end * c.k_width),
+            bytes: cache_bytes(&c, 0, c.n_ctx * c.k_width),
         },
         Bind {
             buf: c.v,
-            bytes: cache_bytes(&c, 0, end * c.v_width),
+            bytes: cache_bytes(&c, 0, c.n_ctx * c.v_width),
         },
         Bind::act(out),
+        Bind::step(pos_at),
     ];
     let groups = match kernel {
         // x: rows (64 per workgroup), y: heads.

@@ -58,7 +58,9 @@ pub struct RopePush {
     pub head_dim: u32,
     pub half_rot: u32,
     pub offset: u32,
-    pub pos0: u32,
+    /// Where the first row's position is: word `pos_at` of the inbox
+    /// (`shaders/common/step.glsl`).
+    pub pos_at: u32,
     /// 1 for [`RopeStyle::Neox`], 0 for [`RopeStyle::Norm`].
     pub neox: u32,
     /// `base^(-2 / n_rot)`, as the CPU computes it (f32 `powf`).
@@ -207,12 +209,15 @@ pub(super) fn rope(b: &mut VulkanBackend, x: Act, p: &RopeParams, pos0: usize) {
         head_dim: hd as u32,
         half_rot: half,
         offset: offset(x),
-        pos0: u32::try_from(pos0).expect("rope: position fits u32"),
+        pos_at: b
+            .stage_u32(&[u32::try_from(pos0).expect("rope: position fits u32")])
+            .1,
         neox: u32::from(p.style == RopeStyle::Neox),
         // The CPU's theta_scale, bit for bit (engine/src/cpu/rope.rs).
         theta_scale: p.base.powf(-2.0f32 / n_rot as f32),
         freq_scale: p.freq_scale,
     };
     let groups = b.groups_1d(&shaders::ROPE, u64::from(push.rows) * u64::from(half));
-    b.dispatch(&shaders::ROPE, &[Bind::act(x)], &push, groups);
+    let step = Bind::step(push.pos_at);
+    b.dispatch(&shaders::ROPE, &[Bind::act(x), step], &push, groups);
 }

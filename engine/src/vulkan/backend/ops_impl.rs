@@ -21,6 +21,10 @@ impl Ops for VulkanBackend {
         self.ctx.validation_messages()
     }
 
+    fn submissions(&self) -> (usize, usize) {
+        (self.stats.submissions, self.stats.replays)
+    }
+
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
         self.wait_pending()?;
         if !op_matmul::supports(w.ty()) {

@@ -3,6 +3,7 @@
 
 use super::cmd::Cmd;
 use super::hazard::HazardTracker;
+use super::replay::{Key, Replay};
 use std::sync::Arc;
 
 use super::{VulkanBackend, DOWNLOAD, INBOX, UPLOAD};
@@ -34,7 +35,8 @@ fn ensure(b: &mut VulkanBackend, slot: u32, size: u64, kind: BufferKind) -> VkRe
 /// submission holds a clone of every buffer it records, so none is freed
 /// before it completes). Waits first for what an earlier call left running:
 /// the staging buffers are reused, and the commands here need no barrier
-/// against it.
+/// against it. A waited submission is kept; the next waited one with the
+/// same commands replays it ([`super::replay`]).
 pub(super) fn flush(
     b: &mut VulkanBackend,
     read: Option<(u32, u64, &mut [f32])>,
@@ -52,106 +54,155 @@ pub(super) fn flush(
     if cmds.is_empty() && read_bytes == 0 {
         return Ok(());
     }
-    if !staged.is_empty() {
-        ensure(b, UPLOAD, staged.len() as u64, BufferKind::Upload)?;
-        ensure(b, INBOX, staged.len() as u64, BufferKind::Storage)?;
-        let upload = b.slots[UPLOAD as usize].buffer.as_mut().expect("ensured");
-        // The only other holder was the submission waited for above.
-        Arc::get_mut(upload)
-            .ok_or(VkError::Submission("upload staging buffer still in use"))?
-            .write(0, &staged)?;
+    let key = Key::new(
+        cmds,
+        staged.len(),
+        read.as_ref().map(|r| (r.0, r.1, read_bytes)),
+    );
+    let replayed = wait && b.replay_enabled && b.replay.as_ref().is_some_and(|r| r.key == key);
+    if replayed {
+        replay(b, &staged)?;
+    } else {
+        // Dropped first: it holds the staging buffers, which may be regrown.
+        b.replay = None;
+        record(b, key, &staged, wait)?;
     }
-    if read_bytes > 0 {
-        ensure(b, DOWNLOAD, read_bytes, BufferKind::Download)?;
-    }
-
-    let mut tracker = HazardTracker::default();
-    let (mut dispatches, mut barriers) = (0, 0);
-    let running = {
-        let slots = &b.slots;
-        let buf = |id: u32| -> VkResult<&Arc<Buffer>> {
-            slots[id as usize]
-                .buffer
-                .as_ref()
-                .ok_or(VkError::Submission("command refers to a missing buffer"))
-        };
-        // Records shared buffers only ('static): it may outlive this call.
-        let mut sub: Submission<'static> = b.ctx.submission()?;
-        // Everything before this submission on the queue has completed (each
-        // flush waits), so the first commands need no barrier against it.
-        if !staged.is_empty() {
-            sub.copy(buf(UPLOAD)?, 0, buf(INBOX)?, 0, staged.len() as u64)?;
-            sub.barrier(Stages::TRANSFER, Stages::COMPUTE | Stages::TRANSFER)?;
-            barriers += 1;
-        }
-        let mut prev: Option<&Cmd> = None;
-        for cmd in &cmds {
-            let needed = tracker.record(&cmd.access());
-            if needed && !(fault::active("missing-barrier") && add_then_norm(prev, cmd)) {
-                sub.barrier(
-                    Stages::COMPUTE | Stages::TRANSFER,
-                    Stages::COMPUTE | Stages::TRANSFER,
-                )?;
-                barriers += 1;
-            }
-            match cmd {
-                Cmd::Dispatch {
-                    shader,
-                    bufs,
-                    push,
-                    groups,
-                    ..
-                } => {
-                    let pipeline = b.ctx.pipeline(shader)?;
-                    let bound = bufs
-                        .iter()
-                        .map(|&id| buf(id))
-                        .collect::<VkResult<Vec<_>>>()?;
-                    sub.dispatch_bytes(pipeline, &bound, push, *groups)?;
-                    dispatches += 1;
-                }
-                Cmd::Copy {
-                    src,
-                    src_offset,
-                    dst,
-                    dst_offset,
-                    size,
-                } => sub.copy(buf(*src)?, *src_offset, buf(*dst)?, *dst_offset, *size)?,
-                Cmd::Fill {
-                    buf: id,
-                    offset,
-                    size,
-                    value,
-                } => sub.fill(buf(*id)?, *offset, *size, *value)?,
-            }
-            prev = Some(cmd);
-        }
-        if let Some((src, offset, _)) = &read {
-            sub.barrier(Stages::COMPUTE | Stages::TRANSFER, Stages::TRANSFER)?;
-            sub.copy(buf(*src)?, *offset, buf(DOWNLOAD)?, 0, read_bytes)?;
-            sub.barrier(Stages::TRANSFER, Stages::HOST)?;
-            barriers += 2;
-        }
-        if wait {
-            sub.submit_and_wait()?;
-            None
-        } else {
-            sub.submit()?;
-            Some(sub)
-        }
-    };
-    // Taken (None) above; every later use of the queue's results (a flush,
-    // `read`, `check_sentinels`, `upload`) waits for it first.
-    b.pending = running;
-    b.stats.submissions += 1;
-    b.stats.dispatches += dispatches;
-    b.stats.barriers += barriers;
     if let Some((_, _, out)) = read {
         b.slots[DOWNLOAD as usize]
             .buffer
             .as_ref()
             .expect("ensured")
             .read(0, out)?;
+    }
+    Ok(())
+}
+
+/// Submits the kept recording again with the inbox's new bytes, and waits.
+fn replay(b: &mut VulkanBackend, staged: &[u8]) -> VkResult<()> {
+    let r = b.replay.as_mut().expect("checked by the caller");
+    if !staged.is_empty() {
+        let upload = b.slots[UPLOAD as usize].buffer.as_ref().expect("recorded");
+        // SAFETY: the kept submission, the only other holder of the upload
+        // buffer, has completed (every flush waits for it before the next
+        // one), and nothing else on the host touches the staging buffers.
+        unsafe { upload.write_shared(0, staged) }?;
+    }
+    r.sub.replay()?;
+    r.sub.wait()?;
+    b.stats.submissions += 1;
+    b.stats.replays += 1;
+    b.stats.dispatches += r.dispatches;
+    b.stats.barriers += r.barriers;
+    Ok(())
+}
+
+/// Records `key`'s commands into a fresh command buffer and submits it;
+/// with `wait`, waits and keeps it for replay (when replay is on).
+fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResult<()> {
+    let read_bytes = key.read.map_or(0, |r| r.2);
+    if !staged.is_empty() {
+        ensure(b, UPLOAD, staged.len() as u64, BufferKind::Upload)?;
+        ensure(b, INBOX, staged.len() as u64, BufferKind::Storage)?;
+        let upload = b.slots[UPLOAD as usize].buffer.as_mut().expect("ensured");
+        // The only other holders were the submission waited for above and
+        // the kept recording, dropped by the caller.
+        Arc::get_mut(upload)
+            .ok_or(VkError::Submission("upload staging buffer still in use"))?
+            .write(0, staged)?;
+    }
+    if read_bytes > 0 {
+        ensure(b, DOWNLOAD, read_bytes, BufferKind::Download)?;
+    }
+    let keep = wait && b.replay_enabled;
+
+    let mut tracker = HazardTracker::default();
+    let (mut dispatches, mut barriers) = (0, 0);
+    let slots = &b.slots;
+    let buf = |id: u32| -> VkResult<&Arc<Buffer>> {
+        slots[id as usize]
+            .buffer
+            .as_ref()
+            .ok_or(VkError::Submission("command refers to a missing buffer"))
+    };
+    // Records shared buffers only ('static): it may outlive this call.
+    let mut sub: Submission<'static> = if keep {
+        b.ctx.reusable_submission()?
+    } else {
+        b.ctx.submission()?
+    };
+    // Everything before this submission on the queue has completed (each
+    // flush waits), so the first commands need no barrier against it.
+    if !staged.is_empty() {
+        sub.copy(buf(UPLOAD)?, 0, buf(INBOX)?, 0, staged.len() as u64)?;
+        sub.barrier(Stages::TRANSFER, Stages::COMPUTE | Stages::TRANSFER)?;
+        barriers += 1;
+    }
+    let mut prev: Option<&Cmd> = None;
+    for cmd in &key.cmds {
+        let needed = tracker.record(&cmd.access());
+        if needed && !(fault::active("missing-barrier") && add_then_norm(prev, cmd)) {
+            sub.barrier(
+                Stages::COMPUTE | Stages::TRANSFER,
+                Stages::COMPUTE | Stages::TRANSFER,
+            )?;
+            barriers += 1;
+        }
+        match cmd {
+            Cmd::Dispatch {
+                shader,
+                bufs,
+                push,
+                groups,
+                ..
+            } => {
+                let pipeline = b.ctx.pipeline(shader.0)?;
+                let bound = bufs
+                    .iter()
+                    .map(|&id| buf(id))
+                    .collect::<VkResult<Vec<_>>>()?;
+                sub.dispatch_bytes(pipeline, &bound, push, *groups)?;
+                dispatches += 1;
+            }
+            Cmd::Copy {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                size,
+            } => sub.copy(buf(*src)?, *src_offset, buf(*dst)?, *dst_offset, *size)?,
+            Cmd::Fill {
+                buf: id,
+                offset,
+                size,
+                value,
+            } => sub.fill(buf(*id)?, *offset, *size, *value)?,
+        }
+        prev = Some(cmd);
+    }
+    if let Some((src, offset, _)) = key.read {
+        sub.barrier(Stages::COMPUTE | Stages::TRANSFER, Stages::TRANSFER)?;
+        sub.copy(buf(src)?, offset, buf(DOWNLOAD)?, 0, read_bytes)?;
+        sub.barrier(Stages::TRANSFER, Stages::HOST)?;
+        barriers += 2;
+    }
+    b.stats.submissions += 1;
+    b.stats.dispatches += dispatches;
+    b.stats.barriers += barriers;
+    if !wait {
+        sub.submit()?;
+        // Every later use of the queue's results (a flush, `read`,
+        // `check_sentinels`, `upload`) waits for it first.
+        b.pending = Some(sub);
+        return Ok(());
+    }
+    sub.submit_and_wait()?;
+    if keep {
+        b.replay = Some(Replay {
+            key,
+            sub,
+            dispatches,
+            barriers,
+        });
     }
     Ok(())
 }

@@ -70,6 +70,16 @@ impl Bind {
         }
     }
 
+    /// Word `at` of the inbox (a position the host staged:
+    /// [`VulkanBackend::stage_u32`](super::VulkanBackend::stage_u32)).
+    pub fn step(at: u32) -> Bind {
+        let at = u64::from(at) * 4;
+        Bind {
+            buf: super::INBOX,
+            bytes: at..at + 4,
+        }
+    }
+
     /// A whole weight chunk.
     pub fn chunk(w: &GpuWeight, c: &WeightChunk) -> Bind {
         Bind {

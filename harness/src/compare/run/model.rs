@@ -277,6 +277,7 @@ impl ModelCtx<'_> {
             let vk = VulkanOptions {
                 device: self.opts.device.clone(),
                 validation: self.opts.validation,
+                ..VulkanOptions::default()
             };
             path.session(Arc::clone(&self.model), &cfg, &vk)
         });
