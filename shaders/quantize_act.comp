@@ -4,9 +4,10 @@
 // and quantize_row_q8_K_ref compiled with FMA): ACT_Q8_0, ACT_Q8_1 or
 // ACT_Q8_K. Block layouts and the integer arithmetic: common/act.glsl.
 //
-// One invocation per 32 consecutive elements (a segment): a whole Q8_0 /
-// Q8_1 block, or an eighth of a Q8_K block (the eight segments of a block
-// share a workgroup: 64 invocations, aligned, and meet in shared memory).
+// Q8_0 / Q8_1: eight invocations per block of 32 elements (a segment),
+// each writing one word of four quants. Q8_K: one invocation per segment,
+// an eighth of a block (the eight segments of a block share a workgroup:
+// 64 invocations, aligned, and meet in shared memory).
 // Bindings: 0 = x (f32 elements), 1 = out (u32 words). Push: n_seg
 // segments from element x_offset of x, blocks written from word out_offset.
 // FAULT_F16_TRUNCATE (fault `gpu-act-f16-truncate`, fault-injection builds
@@ -56,42 +57,53 @@ int round_product(uint xb, uint idb, bool twice) {
 
 #if defined(ACT_Q8_0) || defined(ACT_Q8_1)
 
+#ifdef ACT_Q8_1
+// Each invocation's sum of its four quants, for the block's s.
+shared int part_sum[64];
+#endif
+
 void main() {
-    uint seg = global_index_1d();
-    if (seg >= p.n_seg) {
-        return;
-    }
+    // Eight invocations per block (aligned in the workgroup): invocation w
+    // of a block writes quants 4w .. 4w + 3, its word w; every one of them
+    // finds the block's amax and scale (the same bits), so that each does
+    // a quarter of a segment's products, not all 32.
+    uint inv = global_index_1d();
+    uint seg = inv / 8u;
+    uint w = inv % 8u;
+    bool live = seg < p.n_seg;
     uint x0 = p.x_offset + 32u * seg;
-    // amax as _mm256_max_ps folds it (amax = amax > |v| ? amax : |v|, so a
-    // NaN is kept only when nothing follows it), on the bits: a comparison
-    // of non-negative f32 is one of their bits, and no subnormal is flushed.
-    uint amax = 0u;
-    for (uint i = 0u; i < 32u; i++) {
-        uint a = floatBitsToUint(X[x0 + i]) & 0x7fffffffu;
-        bool gt = !is_nan_bits(amax) && !is_nan_bits(a) && amax > a;
-        amax = gt ? amax : a;
-    }
-    // d = amax / 127 and id = 127 / amax (0 when amax is 0), as f32 bits.
-    uint d, id;
-    if (is_nan_bits(amax)) {
-        d = amax | 0x400000u; // x86 keeps the operand's payload, quiet
-        id = d;
-    } else if (amax == 0x7f800000u) {
-        d = amax;
-        id = 0u; // 127 / inf
-    } else if (amax == 0u) {
-        d = 0u;
-        id = 0u;
-    } else if (amax < 0x00800000u) {
-        d = 0u;            // a subnormal / 127: no f16 holds it (f16 0)
-        id = 0x7f800000u;  // 127 / subnormal overflows
-    } else {
-        d = div_rn(amax, 0x42fe0000u);  // 127.0
-        id = div_rn(0x42fe0000u, amax);
-    }
-    uint qs[8];
+    uint o = p.out_offset + 9u * seg;
+    uint d = 0u;
     int sum = 0;
-    for (uint w = 0u; w < 8u; w++) {
+    if (live) {
+        // amax as _mm256_max_ps folds it (amax = amax > |v| ? amax : |v|,
+        // so a NaN is kept only when nothing follows it), on the bits: a
+        // comparison of non-negative f32 is one of their bits, and no
+        // subnormal is flushed.
+        uint amax = 0u;
+        for (uint i = 0u; i < 32u; i++) {
+            uint a = floatBitsToUint(X[x0 + i]) & 0x7fffffffu;
+            bool gt = !is_nan_bits(amax) && !is_nan_bits(a) && amax > a;
+            amax = gt ? amax : a;
+        }
+        // d = amax / 127 and id = 127 / amax (0 when amax is 0), as f32 bits.
+        uint id;
+        if (is_nan_bits(amax)) {
+            d = amax | 0x400000u; // x86 keeps the operand's payload, quiet
+            id = d;
+        } else if (amax == 0x7f800000u) {
+            d = amax;
+            id = 0u; // 127 / inf
+        } else if (amax == 0u) {
+            d = 0u;
+            id = 0u;
+        } else if (amax < 0x00800000u) {
+            d = 0u;            // a subnormal / 127: no f16 holds it (f16 0)
+            id = 0x7f800000u;  // 127 / subnormal overflows
+        } else {
+            d = div_rn(amax, 0x42fe0000u);  // 127.0
+            id = div_rn(0x42fe0000u, amax);
+        }
         uint word = 0u;
         for (uint j = 0u; j < 4u; j++) {
             uint xb = floatBitsToUint(X[x0 + 4u * w + j]);
@@ -106,7 +118,18 @@ void main() {
             sum += q; // wraps, as ggml's epi32 sums
             word |= (uint(clamp(q, -128, 127)) & 0xffu) << (8u * j);
         }
-        qs[w] = word;
+        O[o + 1u + w] = word;
+    }
+#ifdef ACT_Q8_1
+    part_sum[gl_LocalInvocationID.x] = sum;
+    barrier();
+    // The block's sum (of wrapping 32-bit adds: any order gives the same).
+    for (uint k = 1u; k < 8u; k++) {
+        sum += part_sum[(gl_LocalInvocationID.x & ~7u) + (w + k) % 8u];
+    }
+#endif
+    if (!live || w != 0u) {
+        return;
     }
 #ifdef FAULT_F16_TRUNCATE
     uint dh = f16_bits_of(d & ~0x1fffu); // the bits f16 drops cleared: truncated
@@ -131,11 +154,7 @@ void main() {
     }
     head |= f16_bits_of(sb) << 16;
 #endif
-    uint o = p.out_offset + 9u * seg;
     O[o] = head;
-    for (uint w = 0u; w < 8u; w++) {
-        O[o + 1u + w] = qs[w];
-    }
 }
 
 #elif defined(ACT_Q8_K)

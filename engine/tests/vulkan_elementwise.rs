@@ -183,12 +183,16 @@ fn mul_scale_softcap_match_cpu() {
 }
 
 // Worst of 12 runs of 256 cases on lavapipe: swiglu 1.3e-14; geglu 1.3e-9.
+// SwiGLU uses the driver's exp (a few ulps on lavapipe): a one-element
+// view's NMSE is that element's relative error squared; 60 more runs gave
+// 1.24e-13 (3.5e-7 relative, about 3 ulps) in 2 of them, so the limit is
+// 3e-13 (4.6 ulps).
 // GeGLU rounds its activation to f16 as ggml's table does; where the GPU's
 // f32 gelu differs from the CPU's in the last bits, about 1 element in 10,000
 // lands on the other f16 neighbour: one f16 ulp, at most 2^-10 relative, so
 // the NMSE of any view is at most 2^-20 (a one-element view that flips).
 // That bound is the proptest limit; the tight one is the large case below.
-const SWIGLU_LIMIT: f64 = 5e-14;
+const SWIGLU_LIMIT: f64 = 3e-13;
 const GEGLU_LIMIT: f64 = 9.6e-7;
 
 #[test]

@@ -30,6 +30,8 @@ use super::push::PushConstants;
 pub struct Stages(u8);
 
 impl Stages {
+    /// No stage (the empty set).
+    pub const NONE: Self = Self(0);
     /// Host reads and writes of mapped memory.
     pub const HOST: Self = Self(1);
     /// Copies and fills.

@@ -2,7 +2,7 @@
 //! byte ranges each reads and writes.
 
 use super::hazard::Access;
-use crate::vulkan::Shader;
+use crate::vulkan::{Shader, Stages};
 
 /// One recorded command.
 #[derive(PartialEq)]
@@ -48,6 +48,14 @@ impl std::ops::Deref for ShaderRef {
 }
 
 impl Cmd {
+    /// The pipeline stage the command runs in.
+    pub(super) fn stage(&self) -> Stages {
+        match self {
+            Cmd::Dispatch { .. } => Stages::COMPUTE,
+            Cmd::Copy { .. } | Cmd::Fill { .. } => Stages::TRANSFER,
+        }
+    }
+
     pub(super) fn access(&self) -> Vec<Access> {
         match self {
             Cmd::Dispatch { access, .. } => access.clone(),

@@ -191,7 +191,10 @@ pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<
         x_offset: u32::try_from(elems.start).expect("activations fit u32"),
         out_offset: word0,
     };
-    let groups = b.groups_1d(sh, u64::from(push.n_seg));
+    // Q8_0 / Q8_1: eight invocations per segment (one per word of
+    // quants); Q8_K: one.
+    let per_seg = if fmt == GgmlType::Q8_K { 1 } else { 8 };
+    let groups = b.groups_1d(sh, u64::from(push.n_seg) * per_seg);
     b.dispatch(sh, &[Bind::act(x), bind.clone()], &push, groups);
     let cmd = b.cmds.len().saturating_sub(1);
     let twin = b.act_scratch.twins.get_mut(&x.id()).expect("made above");

@@ -137,14 +137,35 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
         sub.barrier(Stages::TRANSFER, Stages::COMPUTE | Stages::TRANSFER)?;
         barriers += 1;
     }
+    // Where barriers go (before command i when `placed[i]`), then what
+    // each one waits for and holds back: the stages of the commands since
+    // the previous barrier, and of those up to the next. A decode step's
+    // commands are all dispatches (compute to compute); a copy or fill on
+    // either side adds the transfer stage.
     let mut prev: Option<&Cmd> = None;
-    for cmd in &key.cmds {
-        let needed = tracker.record(&cmd.access());
-        if needed && !(fault::active("missing-barrier") && add_then_norm(prev, cmd)) {
-            sub.barrier(
-                Stages::COMPUTE | Stages::TRANSFER,
-                Stages::COMPUTE | Stages::TRANSFER,
-            )?;
+    let placed: Vec<bool> = key
+        .cmds
+        .iter()
+        .map(|cmd| {
+            let needed = tracker.record(&cmd.access());
+            let skip = fault::active("missing-barrier") && add_then_norm(prev, cmd);
+            prev = Some(cmd);
+            needed && !skip
+        })
+        .collect();
+    let starts: Vec<usize> = (0..key.cmds.len()).filter(|&i| placed[i]).collect();
+    let segment = |from: usize, to: usize| {
+        key.cmds[from..to]
+            .iter()
+            .map(Cmd::stage)
+            .fold(Stages::NONE, |a, s| a | s)
+    };
+    for (i, cmd) in key.cmds.iter().enumerate() {
+        if placed[i] {
+            let k = starts.partition_point(|&s| s < i);
+            let before = if k == 0 { 0 } else { starts[k - 1] };
+            let after = starts.get(k + 1).copied().unwrap_or(key.cmds.len());
+            sub.barrier(segment(before, i), segment(i, after))?;
             barriers += 1;
         }
         match cmd {
@@ -177,7 +198,6 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
                 value,
             } => sub.fill(buf(*id)?, *offset, *size, *value)?,
         }
-        prev = Some(cmd);
     }
     if let Some((src, offset, _)) = key.read {
         sub.barrier(Stages::COMPUTE | Stages::TRANSFER, Stages::TRANSFER)?;
