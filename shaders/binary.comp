@@ -17,6 +17,7 @@
 #include "push.glsl"
 #include "index.glsl"
 #include "math.glsl"
+#include "glu.glsl"
 
 const uint BINARY_ADD = 0u;
 const uint BINARY_MUL = 1u;
@@ -31,21 +32,6 @@ layout(set = 0, binding = 2, std430) writeonly buffer Out { float o[]; };
 
 layout(push_constant) uniform Push { BinaryPush p; };
 
-float silu(float g) {
-    precise float y = g / (1.0 + exp(-g));
-    return y;
-}
-
-// gelu_tanh(g) for -10 < g < 10 (main handles the two clamps).
-float gelu_tanh_f16(float g) {
-    const float SQRT_2_OVER_PI = 0.7978845608028654;
-    const float GELU_COEF_A = 0.044715;
-    float h = round_f16(g);
-    precise float inner = (SQRT_2_OVER_PI * h) * fma(GELU_COEF_A * h, h, 1.0);
-    precise float y = (0.5 * h) * (1.0 + tanh_accurate(inner));
-    return round_f16(y);
-}
-
 void main() {
     uint i = global_index_1d();
     if (i >= p.n) {
@@ -58,10 +44,8 @@ void main() {
     } else if (p.op == BINARY_MUL) {
         o[p.out_offset + i] = x * y;
     } else if (p.op == BINARY_SWIGLU) {
-        precise float r = silu(x) * y;
-        o[p.out_offset + i] = r;
+        o[p.out_offset + i] = swiglu(x, y);
     } else if (p.op == BINARY_GEGLU) {
-        precise float r = x <= -10.0 ? 0.0 : (x >= 10.0 ? x : gelu_tanh_f16(x)) * y;
-        o[p.out_offset + i] = r;
+        o[p.out_offset + i] = geglu(x, y);
     }
 }

@@ -27,34 +27,6 @@ layout(push_constant) uniform Push {
     uint out_offset;
 } p;
 
-// One quant (before narrowing to a byte): RNE of |x| * |id| (the exact
-// product rounded to f32 first when `twice`: x86's separate multiply), with
-// the sign of x * id. xb, idb finite and nonzero, id normal.
-int round_product(uint xb, uint idb, bool twice) {
-    uint mx, mi;
-    int ex, ei;
-    decompose(xb, mx, ex);
-    decompose(idb, mi, ei);
-    uint hi, lo;
-    umulExtended(mx, mi, hi, lo);
-    int e = ex + ei;
-    int top = hi != 0u ? 32 + findMSB(hi) : findMSB(lo);
-    uint r;
-    if (e + top <= -2) {
-        r = 0u; // below 0.5 (after f32 rounding too)
-    } else if (twice) {
-        // Round to 24 significant bits (an f32; never subnormal here: the
-        // value is at least 0.25), then to an integer.
-        uint drop = top >= 24 ? uint(top - 23) : 0u;
-        uint m1 = drop > 0u ? shr_rne64(hi, lo, drop) : lo;
-        r = rne_scaled(0u, m1, e + int(drop));
-    } else {
-        r = rne_scaled(hi, lo, e);
-    }
-    bool neg = ((xb ^ idb) & 0x80000000u) != 0u;
-    return neg ? -int(r) : int(r);
-}
-
 #if defined(ACT_Q8_0) || defined(ACT_Q8_1)
 
 #ifdef ACT_Q8_1
@@ -76,45 +48,15 @@ void main() {
     uint d = 0u;
     int sum = 0;
     if (live) {
-        // amax as _mm256_max_ps folds it (amax = amax > |v| ? amax : |v|,
-        // so a NaN is kept only when nothing follows it), on the bits: a
-        // comparison of non-negative f32 is one of their bits, and no
-        // subnormal is flushed.
         uint amax = 0u;
         for (uint i = 0u; i < 32u; i++) {
-            uint a = floatBitsToUint(X[x0 + i]) & 0x7fffffffu;
-            bool gt = !is_nan_bits(amax) && !is_nan_bits(a) && amax > a;
-            amax = gt ? amax : a;
+            amax = q8_amax_step(amax, floatBitsToUint(X[x0 + i]));
         }
-        // d = amax / 127 and id = 127 / amax (0 when amax is 0), as f32 bits.
         uint id;
-        if (is_nan_bits(amax)) {
-            d = amax | 0x400000u; // x86 keeps the operand's payload, quiet
-            id = d;
-        } else if (amax == 0x7f800000u) {
-            d = amax;
-            id = 0u; // 127 / inf
-        } else if (amax == 0u) {
-            d = 0u;
-            id = 0u;
-        } else if (amax < 0x00800000u) {
-            d = 0u;            // a subnormal / 127: no f16 holds it (f16 0)
-            id = 0x7f800000u;  // 127 / subnormal overflows
-        } else {
-            d = div_rn(amax, 0x42fe0000u);  // 127.0
-            id = div_rn(0x42fe0000u, amax);
-        }
+        q8_scales(amax, d, id);
         uint word = 0u;
         for (uint j = 0u; j < 4u; j++) {
-            uint xb = floatBitsToUint(X[x0 + 4u * w + j]);
-            int q;
-            if (!is_finite_bits(xb) || !is_finite_bits(id)) {
-                q = INT_INDEF; // NaN or inf in x * id
-            } else if ((xb & 0x7fffffffu) == 0u || id == 0u) {
-                q = 0;
-            } else {
-                q = round_product(xb, id, true);
-            }
+            int q = q8_quant(floatBitsToUint(X[x0 + 4u * w + j]), id);
             sum += q; // wraps, as ggml's epi32 sums
             word |= (uint(clamp(q, -128, 127)) & 0xffu) << (8u * j);
         }
@@ -128,33 +70,9 @@ void main() {
         sum += part_sum[(gl_LocalInvocationID.x & ~7u) + (w + k) % 8u];
     }
 #endif
-    if (!live || w != 0u) {
-        return;
+    if (live && w == 0u) {
+        O[o] = q8_head(d, sum);
     }
-#ifdef FAULT_F16_TRUNCATE
-    uint dh = f16_bits_of(d & ~0x1fffu); // the bits f16 drops cleared: truncated
-#else
-    uint dh = f16_bits_of(d);
-#endif
-    uint head = dh;
-#ifdef ACT_Q8_1
-    // s = d * sum in f32: one correctly rounded multiply (a subnormal d,
-    // flushed here, gives an f16 0 of the same sign either way).
-    uint sb;
-    if (is_nan_bits(d)) {
-        sb = d;
-    } else if (d == 0x7f800000u) {
-        sb = sum > 0 ? 0x7f800000u : (sum < 0 ? 0xff800000u : 0xffc00000u);
-    } else {
-        precise float s = uintBitsToFloat(d) * float(sum);
-        sb = floatBitsToUint(s);
-        if ((sb & 0x7fffffffu) < 0x00800000u) {
-            sb &= 0x80000000u; // a flushed product keeps only its sign
-        }
-    }
-    head |= f16_bits_of(sb) << 16;
-#endif
-    O[o] = head;
 }
 
 #elif defined(ACT_Q8_K)

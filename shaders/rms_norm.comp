@@ -13,22 +13,72 @@
 // every invocation writes only the elements it read itself, after the
 // reduction's barriers.
 // Variants (engine/build/variants.rs): HAS_WEIGHT multiplies by w (length group).
-// Bindings: 0 = x (read), 1 = out (written), 2 = w (read; HAS_WEIGHT only).
-// Push: RmsNormPush.
+// QUANT with ACT_Q8_0 or ACT_Q8_1 (and HAS_WEIGHT): the normed groups are
+// also written quantized, as quantize_act.comp would write them from
+// `out` (the next matmul's input), each group's blocks from word
+// q_offset + 9 * (g * group / 32); the normed values are kept in shared
+// memory for it (groups of at most MAX_QUANT_GROUP), the same bits as
+// `out`'s.
+// ADD (with HAS_WEIGHT): the residual add before the norm, fused: x = x + b
+// first (b from element b_offset), then the norm of that sum. Every
+// element of the sum is computed again where it is needed (x is written
+// last, after a barrier), so no invocation reads another's writes.
+// Bindings: 0 = x (read; with ADD read and written), 1 = out (written),
+// 2 = w (read; HAS_WEIGHT only), 3 = quantized out (u32 words, written;
+// QUANT only), then b (read; ADD only: binding 4 with QUANT, else 3).
+// Push: RmsNormPush; with QUANT or ADD also q_offset and b_offset.
 
 #include "elementwise.glsl"
 #include "math.glsl"
+#ifdef QUANT
+#include "act.glsl"
+#endif
 
 #define WG 128
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
+#ifdef ADD
+layout(set = 0, binding = 0, std430) buffer X { float x[]; };
+#ifdef QUANT
+layout(set = 0, binding = 4, std430) readonly buffer B { float bv[]; };
+#else
+layout(set = 0, binding = 3, std430) readonly buffer B { float bv[]; };
+#endif
+#else
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
+#endif
 layout(set = 0, binding = 1, std430) writeonly buffer Out { float o[]; };
 #ifdef HAS_WEIGHT
 layout(set = 0, binding = 2, std430) readonly buffer W { float w[]; };
 #endif
 
+#ifdef QUANT
+layout(set = 0, binding = 3, std430) writeonly buffer Q { uint qo[]; };
+shared int part_sum[WG];
+// The group's normed values, for the quantization (groups of at most
+// MAX_QUANT_GROUP: op_elementwise.rs MAX_FUSED_QUANT_GROUP).
+#define MAX_QUANT_GROUP 3072
+shared float sy[MAX_QUANT_GROUP];
+#endif
+#if defined(QUANT) || defined(ADD)
+layout(push_constant) uniform Push {
+    RmsNormPush p;
+    uint q_offset;
+    uint b_offset;
+};
+#else
 layout(push_constant) uniform Push { RmsNormPush p; };
+#endif
+
+// Element c of the group starting at xb: x, or with ADD the sum x + b (as
+// binary.comp adds: one rounding).
+float val(uint xb, uint g, uint c) {
+#ifdef ADD
+    return x[xb + c] + bv[b_offset + g * p.group + c];
+#else
+    return x[xb + c];
+#endif
+}
 
 shared float partial_hi[WG];
 shared float partial_lo[WG];
@@ -54,11 +104,11 @@ float two_prod_err(float a, float b, float p) {
 // unevaluated pair (partial_hi[0], partial_lo[0]) (2Sum keeps each
 // addition's rounding error in lo), so that the f32 mean is almost always
 // the CPU's (f64 sum, rounded once). Leaves the workgroup after a barrier.
-void sum_squares(uint xb, uint tid, float s_mul) {
+void sum_squares(uint xb, uint g, uint tid, float s_mul) {
     precise float hi = 0.0;
     precise float lo = 0.0;
     for (uint c = tid; c < p.group; c += WG) {
-        precise float v = x[xb + c];
+        precise float v = val(xb, g, c);
         precise float sq = (v * v) * s_mul;
         precise float s = hi + sq;
         precise float bb = s - hi;
@@ -132,22 +182,76 @@ void main() {
     uint xb = p.x_offset + g * p.group;
     uint ob = p.out_offset + g * p.group;
 
-    sum_squares(xb, tid, 1.0);
+    sum_squares(xb, g, tid, 1.0);
     precise float mean = mean_of(partial_hi[0], partial_lo[0]);
     if (isinf(partial_hi[0])) {
         // Past f32's range: again at 2^-64 (uniform: every invocation read
         // the same partial_hi[0] before the barrier below). An infinite
         // square keeps the sum infinite, as on the CPU.
         barrier();
-        sum_squares(xb, tid, 5.421010862427522e-20);
+        sum_squares(xb, g, tid, 5.421010862427522e-20);
         precise float m = mean_of(partial_hi[0], partial_lo[0]);
         mean = m * 18446744073709551616.0;
     }
     precise float scale = inv_sqrt_rn(mean + p.eps);
+#ifdef QUANT
+    // Eight invocations per block of 32, one word of four quants each (as
+    // quantize_act.comp); every round of WG invocations is uniform.
     for (uint c = tid; c < p.group; c += WG) {
-        precise float y = x[xb + c] * scale;
+        precise float y = val(xb, g, c) * scale;
+        y = y * w[c];
+        sy[c] = y;
+    }
+    barrier();
+    uint n_words = (p.group / 32u) * 8u;
+    uint qb = q_offset + 9u * (g * p.group / 32u);
+    for (uint base = 0u; base < n_words; base += WG) {
+        uint k = base + tid;
+        uint seg = k / 8u;
+        uint wi = k % 8u;
+        bool live = k < n_words;
+        uint d = 0u;
+        int sum = 0;
+        if (live) {
+            uint c0 = 32u * seg;
+            uint amax = 0u;
+            for (uint i = 0u; i < 32u; i++) {
+                amax = q8_amax_step(amax, floatBitsToUint(sy[c0 + i]));
+            }
+            uint id;
+            q8_scales(amax, d, id);
+            uint word = 0u;
+            for (uint j = 0u; j < 4u; j++) {
+                int q = q8_quant(floatBitsToUint(sy[c0 + 4u * wi + j]), id);
+                sum += q;
+                word |= (uint(clamp(q, -128, 127)) & 0xffu) << (8u * j);
+            }
+            qo[qb + 9u * seg + 1u + wi] = word;
+        }
+#ifdef ACT_Q8_1
+        part_sum[tid] = sum;
+        barrier();
+        for (uint j = 1u; j < 8u; j++) {
+            sum += part_sum[(tid & ~7u) + (wi + j) % 8u];
+        }
+        barrier(); // part_sum is rewritten by the next round
+#endif
+        if (live && wi == 0u) {
+            qo[qb + 9u * seg] = q8_head(d, sum);
+        }
+    }
+#endif
+#ifdef ADD
+    barrier(); // every read of x (the sums above) before x is written
+#endif
+    for (uint c = tid; c < p.group; c += WG) {
+        precise float v = val(xb, g, c);
+        precise float y = v * scale;
 #ifdef HAS_WEIGHT
         y = y * w[c];
+#endif
+#ifdef ADD
+        x[xb + c] = v;
 #endif
         o[ob + c] = y;
     }

@@ -25,6 +25,45 @@ type Once = (
 pub const ONCE: &[Once] = &[
     ("rms_norm", "rms_norm.comp", &[]),
     ("rms_norm_w", "rms_norm.comp", &[("HAS_WEIGHT", "1")]),
+    // RMS norm with its weight, also writing the next matmul's quantized
+    // input (op_quantize.rs fuses it with the quantization that follows).
+    (
+        "rms_norm_w_q8_0",
+        "rms_norm.comp",
+        &[("HAS_WEIGHT", "1"), ("QUANT", "1"), ("ACT_Q8_0", "1")],
+    ),
+    (
+        "rms_norm_w_q8_1",
+        "rms_norm.comp",
+        &[("HAS_WEIGHT", "1"), ("QUANT", "1"), ("ACT_Q8_1", "1")],
+    ),
+    // The residual add before the norm fused into it (op_elementwise.rs),
+    // and with the quantization too.
+    (
+        "add_rms_norm_w",
+        "rms_norm.comp",
+        &[("HAS_WEIGHT", "1"), ("ADD", "1")],
+    ),
+    (
+        "add_rms_norm_w_q8_0",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("ADD", "1"),
+            ("QUANT", "1"),
+            ("ACT_Q8_0", "1"),
+        ],
+    ),
+    (
+        "add_rms_norm_w_q8_1",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("ADD", "1"),
+            ("QUANT", "1"),
+            ("ACT_Q8_1", "1"),
+        ],
+    ),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
     ("attention_cpu_f32", "attention_cpu.comp", &[]),
@@ -39,6 +78,10 @@ pub const ONCE: &[Once] = &[
         "attention_keys_cpu.comp",
         &[("KV_F16", "1")],
     ),
+    // A gated unit also writing the down projection's quantized input
+    // (op_quantize.rs fuses it with the quantization that follows).
+    ("glu_q8_0", "glu_quant.comp", &[("ACT_Q8_0", "1")]),
+    ("glu_q8_1", "glu_quant.comp", &[("ACT_Q8_1", "1")]),
     ("kv_write_f32", "kv_write.comp", &[]),
     ("kv_write_f16", "kv_write.comp", &[("KV_F16", "1")]),
     // Activations in a weight type's dot format (ggml's vec_dot_type).
@@ -62,6 +105,58 @@ pub const FAULT: &[Once] = &[
         "quantize_q8_1_f16trunc",
         "quantize_act.comp",
         &[("ACT_Q8_1", "1"), ("FAULT_F16_TRUNCATE", "1")],
+    ),
+    (
+        "rms_norm_w_q8_0_f16trunc",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("QUANT", "1"),
+            ("ACT_Q8_0", "1"),
+            ("FAULT_F16_TRUNCATE", "1"),
+        ],
+    ),
+    (
+        "rms_norm_w_q8_1_f16trunc",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("QUANT", "1"),
+            ("ACT_Q8_1", "1"),
+            ("FAULT_F16_TRUNCATE", "1"),
+        ],
+    ),
+    (
+        "glu_q8_0_f16trunc",
+        "glu_quant.comp",
+        &[("ACT_Q8_0", "1"), ("FAULT_F16_TRUNCATE", "1")],
+    ),
+    (
+        "glu_q8_1_f16trunc",
+        "glu_quant.comp",
+        &[("ACT_Q8_1", "1"), ("FAULT_F16_TRUNCATE", "1")],
+    ),
+    (
+        "add_rms_norm_w_q8_0_f16trunc",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("ADD", "1"),
+            ("QUANT", "1"),
+            ("ACT_Q8_0", "1"),
+            ("FAULT_F16_TRUNCATE", "1"),
+        ],
+    ),
+    (
+        "add_rms_norm_w_q8_1_f16trunc",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("ADD", "1"),
+            ("QUANT", "1"),
+            ("ACT_Q8_1", "1"),
+            ("FAULT_F16_TRUNCATE", "1"),
+        ],
     ),
     (
         "attention_f32_unshifted",

@@ -208,3 +208,167 @@ fn quantize_timing() {
         }
     }
 }
+
+#[test]
+fn a_norm_fused_with_its_residual_add_and_the_next_quantization_writes_the_same_bits() {
+    // x += y, rms_norm(x, w) -> out, then the Q8_0 / Q8_1 quantization of
+    // out (or the Q8_K one, which stays a dispatch of its own): as the
+    // model records a residual add and the next layer's norm. Fused into
+    // one dispatch where the norm is not in place (out apart from x and y)
+    // and, for the quantization, its groups are whole blocks; the sum, the
+    // normed values and the quantized blocks are the CPU's bits.
+    use engine::ops::WeightSource;
+    let mut p = Pair::new();
+    for fmt in FORMATS {
+        for (case, (rows, width, group)) in [(1, 576, 576), (3, 512, 256), (2, 96, 48)]
+            .into_iter()
+            .enumerate()
+        {
+            if fmt == GgmlType::Q8_K && width % 256 != 0 {
+                continue; // Q8_K quantizes whole rows of 256-element blocks
+            }
+            for in_place in [false, true] {
+                let seed = 80 + case as u64;
+                let n = rows * width;
+                let x = values(seed, n);
+                let y: Vec<f32> = values(seed + 7, n).iter().map(|v| v * 3.0).collect();
+                let w = values(seed + 100, group);
+                let src = WeightSource::from_f32("norm.weight", group, 1, &w);
+                let (wc, wg) = p.weight(&src);
+                let a = p.act(rows, width, &x);
+                let b = p.act(rows, width, &y);
+                let out = if in_place { a } else { p.zeros(rows, width) };
+                p.cpu.add(a.cpu, b.cpu);
+                p.cpu.rms_norm(a.cpu, Some(wc), 1e-6, group, out.cpu);
+                let before = p.gpu.stats().dispatches;
+                p.gpu.add(a.gpu, b.gpu);
+                p.gpu.rms_norm(a.gpu, Some(wg), 1e-6, group, out.gpu);
+                let got = p.gpu.quantize_act(out.gpu, fmt).unwrap();
+                let dispatches = p.gpu.stats().dispatches - before;
+                let what = format!(
+                    "{} {rows}x{width} groups of {group} in place {in_place}",
+                    fmt.name()
+                );
+                let add_fused = !in_place;
+                let quant_fused = !in_place && group % 32 == 0 && fmt != GgmlType::Q8_K;
+                let want_dispatches = 3 - usize::from(add_fused) - usize::from(quant_fused);
+                assert_eq!(dispatches, want_dispatches, "{what}: dispatches");
+                for (name, v) in [("sum", a), ("normed", out)] {
+                    let (c, g) = p.read(v);
+                    let same = c.iter().zip(&g).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{what}: the {name} values differ");
+                }
+                let (c, _) = p.read(out);
+                let mut want = vec![0u8; fmt.bytes_for(c.len() as u64).unwrap() as usize];
+                quantize_act(fmt, &c, &mut want).unwrap();
+                assert!(got == want, "{what}: the quantized bytes differ");
+            }
+        }
+    }
+    p.finish("fused add and norm");
+}
+
+#[test]
+fn a_norm_fused_with_the_next_quantization_writes_the_quantizer_bits() {
+    // rms_norm with its weight, then the Q8_0 / Q8_1 quantization of its
+    // output (what the next product asks for): one dispatch (the fused
+    // variant), the norm's output and the quantized blocks those of the
+    // CPU's norm and quantizer. An in-place norm (out = x), groups that are
+    // not whole blocks and groups over 3072 run unfused, with the same bits.
+    use engine::ops::WeightSource;
+    let mut p = Pair::new();
+    let mut fused_runs = 0;
+    for fmt in [GgmlType::Q8_0, GgmlType::Q8_1] {
+        for (case, (rows, width, group)) in [
+            (1, 576, 576),
+            (3, 640, 640),
+            (2, 256, 64),
+            (2, 96, 48),
+            (1, 3072, 3072),
+            (1, 4096, 4096),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for in_place in [false, true] {
+                let seed = 50 + case as u64;
+                let scale = [1.0f32, 3e4, 1e-3, 7.0, 1.0, 1.0][case];
+                let x: Vec<f32> = values(seed, rows * width)
+                    .iter()
+                    .map(|v| v * scale)
+                    .collect();
+                let w = values(seed + 100, group);
+                let src = WeightSource::from_f32("norm.weight", group, 1, &w);
+                let (wc, wg) = p.weight(&src);
+                let a = p.act(rows, width, &x);
+                let out = if in_place { a } else { p.zeros(rows, width) };
+                p.cpu.rms_norm(a.cpu, Some(wc), 1e-5, group, out.cpu);
+                let before = p.gpu.stats().dispatches;
+                p.gpu.rms_norm(a.gpu, Some(wg), 1e-5, group, out.gpu);
+                let got = p.gpu.quantize_act(out.gpu, fmt).unwrap();
+                let dispatches = p.gpu.stats().dispatches - before;
+                // Groups of up to 3072 (the shared memory the fused kernel
+                // keeps a group in).
+                let fusable = !in_place && group % 32 == 0 && group <= 3072;
+                let what = format!(
+                    "{} {rows}x{width} groups of {group} in place {in_place}",
+                    fmt.name()
+                );
+                assert_eq!(
+                    dispatches,
+                    if fusable { 1 } else { 2 },
+                    "{what}: dispatches"
+                );
+                fused_runs += usize::from(fusable);
+                let (c, g) = p.read(out);
+                let same = c.iter().zip(&g).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{what}: the normed values differ");
+                let mut want = vec![0u8; fmt.bytes_for(c.len() as u64).unwrap() as usize];
+                quantize_act(fmt, &c, &mut want).unwrap();
+                assert!(got == want, "{what}: the quantized bytes differ");
+            }
+        }
+    }
+    assert_eq!(fused_runs, 8);
+    p.finish("fused norm");
+}
+
+#[test]
+fn a_gated_unit_fused_with_the_next_quantization_writes_the_quantizer_bits() {
+    // SwiGLU / GeGLU, then the Q8_0 / Q8_1 quantization of its result (the
+    // down projection's input): one dispatch (glu_quant.comp). Its results
+    // are the unfused kernel's bits, and its blocks are the CPU quantizer's
+    // of those results.
+    use engine::ops::GluKind;
+    let mut p = Pair::new();
+    for fmt in [GgmlType::Q8_0, GgmlType::Q8_1] {
+        for kind in [GluKind::SwiGlu, GluKind::GeGluTanh] {
+            for (case, (rows, width)) in [(1, 1536), (3, 64), (2, 96)].into_iter().enumerate() {
+                let n = rows * width;
+                let seed = 300 + case as u64;
+                let g: Vec<f32> = values(seed, n).iter().map(|v| v * 12.0).collect();
+                let u = values(seed + 1, n);
+                let what = format!("{} {kind:?} {rows}x{width}", fmt.name());
+                // Unfused: the gated unit read back before any quantization.
+                let (g1, u1) = (p.act(rows, width, &g), p.act(rows, width, &u));
+                p.gpu.glu(kind, g1.gpu, u1.gpu);
+                let (_, alone) = p.read(g1);
+                let (g2, u2) = (p.act(rows, width, &g), p.act(rows, width, &u));
+                let before = p.gpu.stats().dispatches;
+                p.gpu.glu(kind, g2.gpu, u2.gpu);
+                let got = p.gpu.quantize_act(g2.gpu, fmt).unwrap();
+                assert_eq!(p.gpu.stats().dispatches - before, 1, "{what}: dispatches");
+                let (_, fused) = p.read(g2);
+                let same = alone
+                    .iter()
+                    .zip(&fused)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{what}: the results differ from the unfused kernel's");
+                let mut want = vec![0u8; fmt.bytes_for(n as u64).unwrap() as usize];
+                quantize_act(fmt, &fused, &mut want).unwrap();
+                assert!(got == want, "{what}: the quantized bytes differ");
+            }
+        }
+    }
+    p.finish("fused glu");
+}

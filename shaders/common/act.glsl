@@ -134,4 +134,105 @@ uint rne_scaled(uint hi, uint lo, int e) {
     return shr_rne64(hi, lo, uint(-e));
 }
 
+// One quant (before narrowing to a byte): RNE of |x| * |id| (the exact
+// product rounded to f32 first when `twice`: x86's separate multiply), with
+// the sign of x * id. xb, idb finite and nonzero, id normal.
+int round_product(uint xb, uint idb, bool twice) {
+    uint mx, mi;
+    int ex, ei;
+    decompose(xb, mx, ex);
+    decompose(idb, mi, ei);
+    uint hi, lo;
+    umulExtended(mx, mi, hi, lo);
+    int e = ex + ei;
+    int top = hi != 0u ? 32 + findMSB(hi) : findMSB(lo);
+    uint r;
+    if (e + top <= -2) {
+        r = 0u; // below 0.5 (after f32 rounding too)
+    } else if (twice) {
+        // Round to 24 significant bits (an f32; never subnormal here: the
+        // value is at least 0.25), then to an integer.
+        uint drop = top >= 24 ? uint(top - 23) : 0u;
+        uint m1 = drop > 0u ? shr_rne64(hi, lo, drop) : lo;
+        r = rne_scaled(0u, m1, e + int(drop));
+    } else {
+        r = rne_scaled(hi, lo, e);
+    }
+    bool neg = ((xb ^ idb) & 0x80000000u) != 0u;
+    return neg ? -int(r) : int(r);
+}
+
+// One step of the Q8_0 / Q8_1 amax over a block's elements in order, as
+// _mm256_max_ps folds it (amax = amax > |v| ? amax : |v|, so a NaN is kept
+// only when nothing follows it), on the bits: a comparison of non-negative
+// f32 is one of their bits, and no subnormal is flushed.
+uint q8_amax_step(uint amax, uint xb) {
+    uint a = xb & 0x7fffffffu;
+    bool gt = !is_nan_bits(amax) && !is_nan_bits(a) && amax > a;
+    return gt ? amax : a;
+}
+
+// A Q8_0 / Q8_1 block's d = amax / 127 and id = 127 / amax (0 when amax is
+// 0), as f32 bits.
+void q8_scales(uint amax, out uint d, out uint id) {
+    if (is_nan_bits(amax)) {
+        d = amax | 0x400000u; // x86 keeps the operand's payload, quiet
+        id = d;
+    } else if (amax == 0x7f800000u) {
+        d = amax;
+        id = 0u; // 127 / inf
+    } else if (amax == 0u) {
+        d = 0u;
+        id = 0u;
+    } else if (amax < 0x00800000u) {
+        d = 0u;            // a subnormal / 127: no f16 holds it (f16 0)
+        id = 0x7f800000u;  // 127 / subnormal overflows
+    } else {
+        d = div_rn(amax, 0x42fe0000u);  // 127.0
+        id = div_rn(0x42fe0000u, amax);
+    }
+}
+
+// One Q8_0 / Q8_1 quant of element bits xb with id (before narrowing to a
+// byte; INT_INDEF where x * id is NaN or inf).
+int q8_quant(uint xb, uint id) {
+    if (!is_finite_bits(xb) || !is_finite_bits(id)) {
+        return INT_INDEF;
+    }
+    if ((xb & 0x7fffffffu) == 0u || id == 0u) {
+        return 0;
+    }
+    return round_product(xb, id, true);
+}
+
+// A block's first word: d as f16 and, for Q8_1 (ACT_Q8_1), s = d * sum
+// (the quants' wrapping sum) as f16 above it. FAULT_F16_TRUNCATE (fault
+// `gpu-act-f16-truncate`): d truncated towards zero instead of rounded.
+uint q8_head(uint d, int sum) {
+#ifdef FAULT_F16_TRUNCATE
+    uint dh = f16_bits_of(d & ~0x1fffu); // the bits f16 drops cleared: truncated
+#else
+    uint dh = f16_bits_of(d);
+#endif
+    uint head = dh;
+#ifdef ACT_Q8_1
+    // s = d * sum in f32: one correctly rounded multiply (a subnormal d,
+    // flushed here, gives an f16 0 of the same sign either way).
+    uint sb;
+    if (is_nan_bits(d)) {
+        sb = d;
+    } else if (d == 0x7f800000u) {
+        sb = sum > 0 ? 0x7f800000u : (sum < 0 ? 0xff800000u : 0xffc00000u);
+    } else {
+        precise float s = uintBitsToFloat(d) * float(sum);
+        sb = floatBitsToUint(s);
+        if ((sb & 0x7fffffffu) < 0x00800000u) {
+            sb &= 0x80000000u; // a flushed product keeps only its sign
+        }
+    }
+    head |= f16_bits_of(sb) << 16;
+#endif
+    return head;
+}
+
 #endif

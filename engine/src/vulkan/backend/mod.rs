@@ -294,6 +294,20 @@ impl VulkanBackend {
         push: &P,
         groups: [u32; 3],
     ) {
+        self.dispatch_bytes(shader, binds, push.as_bytes().to_vec(), groups);
+    }
+
+    /// [`dispatch`](Self::dispatch) with the push constants as bytes.
+    ///
+    /// # Panics
+    /// As `dispatch`.
+    pub(super) fn dispatch_bytes(
+        &mut self,
+        shader: &'static Shader,
+        binds: &[Bind],
+        push: Vec<u8>,
+        groups: [u32; 3],
+    ) {
         assert_eq!(
             binds.len(),
             shader.bindings.len(),
@@ -302,7 +316,6 @@ impl VulkanBackend {
             binds.len(),
             shader.bindings.len()
         );
-        let push = push.as_bytes().to_vec();
         assert_eq!(
             push.len(),
             shader.push_constant_size as usize,

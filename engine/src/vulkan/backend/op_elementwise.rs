@@ -2,7 +2,9 @@
 //! one shader per family, the op a push constant: [`binary`]
 //! (`shaders/binary.comp`) and [`unary`] (`shaders/unary.comp`).
 
+use super::cmd::Cmd;
 use super::{Bind, VulkanBackend};
+use crate::fault;
 use crate::ggml_type::GgmlType;
 use crate::ops::{Act, BinaryOp, GluKind, RopeParams, RopeStyle, UnaryOp, Weight};
 use crate::vulkan::{shaders, BinaryPush, PushConstants, Shader};
@@ -44,6 +46,27 @@ const _: () =
     assert!(std::mem::size_of::<RmsNormPush>() == shaders::RMS_NORM.push_constant_size as usize);
 const _: () =
     assert!(std::mem::size_of::<RmsNormPush>() == shaders::RMS_NORM_W.push_constant_size as usize);
+// The fused variants (add and / or quantization): RmsNormPush, then the
+// first word of the quantized blocks and the addend's element offset
+// (`fuse_add_into_norm`, op_quantize.rs `fuse_into_norm`).
+pub(super) const FUSED_NORM_PUSH: usize = std::mem::size_of::<RmsNormPush>() + 8;
+/// The largest group a norm fused with its quantization takes (it keeps
+/// the group's normed values in shared memory: `MAX_QUANT_GROUP` of
+/// `shaders/rms_norm.comp`, 12 KiB of the 16 KiB every device has).
+pub(super) const MAX_FUSED_QUANT_GROUP: u32 = 3072;
+// glu_quant.comp: BinaryPush, then the first word of the quantized blocks.
+const _: () = {
+    let size = std::mem::size_of::<BinaryPush>() + 4;
+    assert!(size == shaders::GLU_Q8_0.push_constant_size as usize);
+    assert!(size == shaders::GLU_Q8_1.push_constant_size as usize);
+};
+const _: () = {
+    assert!(FUSED_NORM_PUSH == shaders::RMS_NORM_W_Q8_0.push_constant_size as usize);
+    assert!(FUSED_NORM_PUSH == shaders::RMS_NORM_W_Q8_1.push_constant_size as usize);
+    assert!(FUSED_NORM_PUSH == shaders::ADD_RMS_NORM_W.push_constant_size as usize);
+    assert!(FUSED_NORM_PUSH == shaders::ADD_RMS_NORM_W_Q8_0.push_constant_size as usize);
+    assert!(FUSED_NORM_PUSH == shaders::ADD_RMS_NORM_W_Q8_1.push_constant_size as usize);
+};
 
 // SAFETY: repr(C), five 32-bit scalar fields, 20 bytes (asserted above): no padding.
 unsafe impl PushConstants for RmsNormPush {}
@@ -118,6 +141,19 @@ fn binary_code(op: BinaryOp) -> u32 {
     }
 }
 
+/// Whether a dispatch of `shader` with push-constant bytes `push` is a
+/// gated unit (SwiGLU, GeGLU).
+pub(super) fn is_glu(shader: &Shader, push: &[u8]) -> bool {
+    let at = std::mem::offset_of!(BinaryPush, op);
+    let code = push
+        .get(at..at + 4)
+        .map(|c| u32::from_ne_bytes(c.try_into().expect("four bytes")));
+    shader.index == shaders::BINARY.index
+        && [GluKind::SwiGlu, GluKind::GeGluTanh]
+            .into_iter()
+            .any(|k| code == Some(binary_code(BinaryOp::Glu(k))))
+}
+
 /// Whether a dispatch of `shader` with push-constant bytes `push` is an add
 /// (the residual add before a norm, which fault `missing-barrier` targets).
 pub(super) fn is_add(shader: &Shader, push: &[u8]) -> bool {
@@ -171,6 +207,11 @@ pub(super) fn rms_norm(
         out_offset: offset(out),
         eps,
     };
+    if let Some(w) = w {
+        if fuse_add_into_norm(b, x, w, out, &push) {
+            return;
+        }
+    }
     let mut binds = vec![Bind::act(x), Bind::act(out)];
     let shader = match w {
         None => &shaders::RMS_NORM,
@@ -189,6 +230,77 @@ pub(super) fn rms_norm(
     // of invocations (it may spill into y; the shader flattens the id).
     let groups = b.groups_1d(shader, n_groups * u64::from(shader.local_size[0]));
     b.dispatch(shader, &binds, &push, groups);
+}
+
+/// Records `rms_norm(x, w) -> out` together with the residual add recorded
+/// last, when that add was `x += y` in place on exactly `x` and `out`
+/// overlaps neither: `shaders/rms_norm.comp`'s ADD variant (x = x + y, then
+/// the norm of the sum) replaces it. One dispatch and one barrier fewer
+/// after every residual add; the same bits. Not while fault
+/// `missing-barrier` is injected (it drops the barrier between the two).
+/// Returns whether it did.
+fn fuse_add_into_norm(
+    b: &mut VulkanBackend,
+    x: Act,
+    w: Weight,
+    out: Act,
+    push: &RmsNormPush,
+) -> bool {
+    if fault::active("missing-barrier") {
+        return false;
+    }
+    let Some(Cmd::Dispatch {
+        shader,
+        push: add_push,
+        access,
+        ..
+    }) = b.cmds.last()
+    else {
+        return false;
+    };
+    if !is_add(shader, add_push) {
+        return false;
+    }
+    let (a, y, sum) = (&access[0], &access[1], &access[2]);
+    let xb = Bind::act(x);
+    let ob = Bind::act(out);
+    let overlaps = |buf: u32, r: &std::ops::Range<u64>| {
+        ob.buf == buf && ob.bytes.start < r.end && r.start < ob.bytes.end
+    };
+    if a.buf != xb.buf
+        || a.range != xb.bytes
+        || sum.buf != xb.buf
+        || sum.range != xb.bytes
+        || overlaps(xb.buf, &xb.bytes)
+        || overlaps(y.buf, &y.range)
+    {
+        return false;
+    }
+    let at = std::mem::offset_of!(BinaryPush, b_offset);
+    let y_offset = u32::from_le_bytes(add_push[at..at + 4].try_into().expect("four bytes"));
+    let y = Bind {
+        buf: y.buf,
+        bytes: y.range.clone(),
+    };
+    b.cmds.pop();
+    let gw = b.weight(w);
+    assert!(
+        gw.ty == GgmlType::F32 && gw.n_in * gw.n_out == push.group as usize && gw.chunks.len() == 1,
+        "rms_norm: weight {} must be {} f32 values in one chunk",
+        gw.name,
+        push.group
+    );
+    let binds = [xb, ob, Bind::chunk(gw, &gw.chunks[0]), y];
+    let mut bytes = push.as_bytes().to_vec();
+    bytes.extend_from_slice(&0u32.to_le_bytes()); // q_offset: no quantization
+    bytes.extend_from_slice(&y_offset.to_le_bytes());
+    let shader = &shaders::ADD_RMS_NORM_W;
+    let groups = b.groups_1d(
+        shader,
+        u64::from(push.n_groups) * u64::from(shader.local_size[0]),
+    );
+    b.dispatch_bytes(shader, &binds, bytes, groups);
+    true
 }
 
 /// RoPE in place, through `shaders/rope.comp`.

@@ -16,6 +16,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use super::cmd::Cmd;
+use super::op_elementwise::{RmsNormPush, FUSED_NORM_PUSH, MAX_FUSED_QUANT_GROUP};
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::GgmlType;
@@ -130,6 +132,141 @@ pub(super) struct Quantized {
     pub word0: u32,
 }
 
+/// Records the quantization of `x` into `bind` (from word `word0`) within
+/// the RMS norm recorded last (with or without its residual add), when
+/// that norm wrote exactly `x` with its weight, from elements it does not
+/// overwrite, in groups of whole blocks of `fmt` (Q8_0 or Q8_1) of at most
+/// [`MAX_FUSED_QUANT_GROUP`] elements: the
+/// norm's variant that also writes the quantized blocks
+/// (`shaders/rms_norm.comp`, QUANT) replaces it. One
+/// dispatch and one barrier fewer before every product that follows a
+/// norm; the same bits. Returns whether it did.
+fn fuse_into_norm(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word0: u32) -> bool {
+    let Some(Cmd::Dispatch {
+        shader,
+        push,
+        groups,
+        access,
+        ..
+    }) = b.cmds.last()
+    else {
+        return false;
+    };
+    let with_add = shader.index == shaders::ADD_RMS_NORM_W.index;
+    if !with_add && shader.index != shaders::RMS_NORM_W.index {
+        return false;
+    }
+    let trunc = fault::active("gpu-act-f16-truncate");
+    let fused = match (fmt, with_add) {
+        (GgmlType::Q8_0, false) => fault_variant(&shaders::RMS_NORM_W_Q8_0, trunc),
+        (GgmlType::Q8_1, false) => fault_variant(&shaders::RMS_NORM_W_Q8_1, trunc),
+        (GgmlType::Q8_0, true) => fault_variant(&shaders::ADD_RMS_NORM_W_Q8_0, trunc),
+        (GgmlType::Q8_1, true) => fault_variant(&shaders::ADD_RMS_NORM_W_Q8_1, trunc),
+        _ => return false,
+    };
+    let out = Bind::act(x);
+    let group_at = std::mem::offset_of!(RmsNormPush, group);
+    let group = u32::from_le_bytes(push[group_at..group_at + 4].try_into().expect("four bytes"));
+    let (src, dst) = (&access[0], &access[1]);
+    let in_place =
+        src.buf == dst.buf && src.range.start < dst.range.end && dst.range.start < src.range.end;
+    if dst.buf != out.buf
+        || dst.range != out.bytes
+        || in_place
+        || !group.is_multiple_of(32)
+        || group > MAX_FUSED_QUANT_GROUP
+    {
+        return false;
+    }
+    // Bindings x, out, w, then the quantized blocks (and the addend last).
+    let mut binds: Vec<Bind> = access
+        .iter()
+        .map(|a| Bind {
+            buf: a.buf,
+            bytes: a.range.clone(),
+        })
+        .collect();
+    binds.insert(3, bind.clone());
+    let q_at = std::mem::size_of::<RmsNormPush>();
+    let mut push = push.clone();
+    push.resize(FUSED_NORM_PUSH, 0);
+    push[q_at..q_at + 4].copy_from_slice(&word0.to_le_bytes());
+    let groups = *groups;
+    b.cmds.pop();
+    b.dispatch_bytes(fused, &binds, push, groups);
+    true
+}
+
+/// Records the quantization of `x` into `bind` (from word `word0`) within
+/// the gated unit (SwiGLU, GeGLU) recorded last, when it wrote exactly `x`
+/// (whole blocks of `fmt`, Q8_0 or Q8_1): `shaders/glu_quant.comp`
+/// replaces it. One dispatch and one barrier fewer before every down
+/// projection; the same bits. Returns whether it did.
+fn fuse_into_glu(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word0: u32) -> bool {
+    let Some(Cmd::Dispatch {
+        shader,
+        push,
+        groups: _,
+        access,
+        ..
+    }) = b.cmds.last()
+    else {
+        return false;
+    };
+    if !super::op_elementwise::is_glu(shader, push) {
+        return false;
+    }
+    let trunc = fault::active("gpu-act-f16-truncate");
+    let fused = match fmt {
+        GgmlType::Q8_0 => fault_variant(&shaders::GLU_Q8_0, trunc),
+        GgmlType::Q8_1 => fault_variant(&shaders::GLU_Q8_1, trunc),
+        _ => return false,
+    };
+    let out = Bind::act(x);
+    if access[2].buf != out.buf || access[2].range != out.bytes || !x.len().is_multiple_of(32) {
+        return false;
+    }
+    let binds: Vec<Bind> = access
+        .iter()
+        .map(|a| Bind {
+            buf: a.buf,
+            bytes: a.range.clone(),
+        })
+        .chain([bind.clone()])
+        .collect();
+    let mut push = push.clone();
+    push.extend_from_slice(&word0.to_le_bytes());
+    b.cmds.pop();
+    // Eight invocations per block of 32, four results each.
+    let groups = b.groups_1d(fused, x.len() as u64 / 4);
+    b.dispatch_bytes(fused, &binds, push, groups);
+    true
+}
+
+/// The fused kernel `s`, or its variant whose f16 scale is truncated (fault
+/// `gpu-act-f16-truncate`).
+#[cfg(feature = "fault-injection")]
+fn fault_variant(s: &'static Shader, trunc: bool) -> &'static Shader {
+    match (trunc, s.index) {
+        (true, i) if i == shaders::RMS_NORM_W_Q8_0.index => &shaders::RMS_NORM_W_Q8_0_F16TRUNC,
+        (true, i) if i == shaders::RMS_NORM_W_Q8_1.index => &shaders::RMS_NORM_W_Q8_1_F16TRUNC,
+        (true, i) if i == shaders::ADD_RMS_NORM_W_Q8_0.index => {
+            &shaders::ADD_RMS_NORM_W_Q8_0_F16TRUNC
+        }
+        (true, i) if i == shaders::ADD_RMS_NORM_W_Q8_1.index => {
+            &shaders::ADD_RMS_NORM_W_Q8_1_F16TRUNC
+        }
+        (true, i) if i == shaders::GLU_Q8_0.index => &shaders::GLU_Q8_0_F16TRUNC,
+        (true, i) if i == shaders::GLU_Q8_1.index => &shaders::GLU_Q8_1_F16TRUNC,
+        _ => s,
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn fault_variant(s: &'static Shader, _trunc: bool) -> &'static Shader {
+    s
+}
+
 /// `x` (whole rows, a multiple of the block size per row) in `fmt` on the
 /// device: quantized now, or where its twin already holds it.
 pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<Quantized> {
@@ -185,17 +322,19 @@ pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<
     if held {
         return Some(Quantized { bind, word0 });
     }
-    let sh = shader(fmt);
-    let push = QuantizePush {
-        n_seg: u32::try_from(elems.len() / 32).expect("activations fit u32"),
-        x_offset: u32::try_from(elems.start).expect("activations fit u32"),
-        out_offset: word0,
-    };
-    // Q8_0 / Q8_1: eight invocations per segment (one per word of
-    // quants); Q8_K: one.
-    let per_seg = if fmt == GgmlType::Q8_K { 1 } else { 8 };
-    let groups = b.groups_1d(sh, u64::from(push.n_seg) * per_seg);
-    b.dispatch(sh, &[Bind::act(x), bind.clone()], &push, groups);
+    if !fuse_into_norm(b, x, fmt, &bind, word0) && !fuse_into_glu(b, x, fmt, &bind, word0) {
+        let sh = shader(fmt);
+        let push = QuantizePush {
+            n_seg: u32::try_from(elems.len() / 32).expect("activations fit u32"),
+            x_offset: u32::try_from(elems.start).expect("activations fit u32"),
+            out_offset: word0,
+        };
+        // Q8_0 / Q8_1: eight invocations per segment (one per word of
+        // quants); Q8_K: one.
+        let per_seg = if fmt == GgmlType::Q8_K { 1 } else { 8 };
+        let groups = b.groups_1d(sh, u64::from(push.n_seg) * per_seg);
+        b.dispatch(sh, &[Bind::act(x), bind.clone()], &push, groups);
+    }
     let cmd = b.cmds.len().saturating_sub(1);
     let twin = b.act_scratch.twins.get_mut(&x.id()).expect("made above");
     twin.held

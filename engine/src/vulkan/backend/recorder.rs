@@ -234,6 +234,14 @@ fn add_then_norm(prev: Option<&Cmd>, cmd: &Cmd) -> bool {
     matches!(prev, Some(Cmd::Dispatch { shader, push, .. }) if super::op_elementwise::is_add(shader, push))
         && is(
             Some(cmd),
-            &[shaders::RMS_NORM.name, shaders::RMS_NORM_W.name],
+            &[
+                shaders::RMS_NORM.name,
+                shaders::RMS_NORM_W.name,
+                shaders::RMS_NORM_W_Q8_0.name,
+                shaders::RMS_NORM_W_Q8_1.name,
+                shaders::ADD_RMS_NORM_W.name,
+                shaders::ADD_RMS_NORM_W_Q8_0.name,
+                shaders::ADD_RMS_NORM_W_Q8_1.name,
+            ],
         )
 }
