@@ -29,7 +29,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ),
     (
         "missing-barrier",
-        "vulkan recorder: no barrier between a residual add and the norm that reads it",
+        "vulkan recorder: no barrier between a residual add and the norm that reads it (while injected the add is not fused into the norm)",
     ),
     (
         "gpu-softmax-unshifted",
