@@ -9,6 +9,13 @@
 // ... (at most ACC of them) over the tile's keys from shared memory.
 //
 // Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
+// SPLIT (split-K, for decode at long context): workgroup z = s of n_split
+// takes the s-th of n_split equal runs of the visible positions and writes
+// its running max, sum and unnormalised output (m, l, acc[head_dim_v]) to
+// binding 3 (then the partials buffer, not out) at
+// ((t * n_head + h) * n_split + s) * (head_dim_v + 2);
+// attention_combine.comp weighs them together. An empty run writes
+// m = MAX_START, l = 0, acc = 0.
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
 // 3 = out (written), 4 = step words (read: the first row's position).
 // Push: AttnPush.
@@ -37,7 +44,14 @@ layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
 STEP_WORDS(4)
 
+#ifdef SPLIT
+layout(push_constant) uniform Push {
+    AttnPush p;
+    uint n_split;
+};
+#else
 layout(push_constant) uniform Push { AttnPush p; };
+#endif
 
 shared float sq[MAX_DK]; // this head's query row
 shared float sp[WG];     // the tile's probabilities
@@ -108,8 +122,16 @@ void main() {
     uint kbase = g * dk;
     uint vbase = g * dv;
 
-    for (uint j0 = first; j0 <= pos; j0 += WG) {
-        uint n = min(uint(WG), pos + 1u - j0);
+    // Keys lo..hi: every visible one, or this workgroup's run of them.
+    uint lo = first;
+    uint hi = pos + 1u;
+#ifdef SPLIT
+    uint chunk = (hi - first + n_split - 1u) / n_split;
+    lo = min(first + gl_WorkGroupID.z * chunk, hi);
+    hi = min(lo + chunk, hi);
+#endif
+    for (uint j0 = lo; j0 < hi; j0 += WG) {
+        uint n = min(uint(WG), hi - j0);
         uint j = j0 + tid;
         float s = NEG_INF;
         if (tid < n) {
@@ -160,6 +182,19 @@ void main() {
         barrier(); // before the next tile overwrites sp and red
     }
 
+#ifdef SPLIT
+    uint pb = ((t * p.n_head + h) * n_split + gl_WorkGroupID.z) * (dv + 2u);
+    if (tid == 0u) {
+        o[pb] = m;
+        o[pb + 1u] = l;
+    }
+    for (uint a = 0u; a < ACC; a++) {
+        uint d = tid + a * WG;
+        if (d < dv) {
+            o[pb + 2u + d] = acc[a];
+        }
+    }
+#else
     float inv = 1.0 / l;
     uint obase = p.out_offset + (t * p.n_head + h) * dv;
     for (uint a = 0u; a < ACC; a++) {
@@ -168,4 +203,5 @@ void main() {
             o[obase + d] = acc[a] * inv;
         }
     }
+#endif
 }

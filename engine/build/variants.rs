@@ -66,6 +66,12 @@ pub const ONCE: &[Once] = &[
     ),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
+    ("attention_f32_split", "attention.comp", &[("SPLIT", "1")]),
+    (
+        "attention_f16_split",
+        "attention.comp",
+        &[("KV_F16", "1"), ("SPLIT", "1")],
+    ),
     ("attention_cpu_f32", "attention_cpu.comp", &[]),
     (
         "attention_cpu_f16",
@@ -167,6 +173,20 @@ pub const FAULT: &[Once] = &[
         "attention_f16_unshifted",
         "attention.comp",
         &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_f32_split_unshifted",
+        "attention.comp",
+        &[("SPLIT", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_f16_split_unshifted",
+        "attention.comp",
+        &[
+            ("KV_F16", "1"),
+            ("SPLIT", "1"),
+            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
+        ],
     ),
     (
         "attention_cpu_f32_unshifted",

@@ -464,3 +464,38 @@ fn window_one_returns_own_v_row() {
     }
     p.finish("window one");
 }
+
+/// Split-K decode (`attention.comp` SPLIT + `attention_combine.comp`, the
+/// GPU layout's decode past 256 visible positions: one run of keys per 256,
+/// at most 32): SmolLM2's heads after a 700-token prefill (3 runs), Gemma's
+/// local layers with a window of 300 (2 runs), f32 and f16 caches, on both
+/// kernel layouts where the device runs them; each decode step against the
+/// CPU as every other case is.
+#[test]
+fn split_k_decode_at_long_context_matches_cpu() {
+    let cases = [
+        (9, 3, 64, None, KvType::F32, vec![700, 1, 1, 1]),
+        (9, 3, 64, None, KvType::F16, vec![700, 1, 1]),
+        (4, 1, 256, Some(300), KvType::F16, vec![600, 1, 1]),
+        (2, 1, 32, None, KvType::F32, vec![1300, 1]),
+    ];
+    for (nh, nkv, d, window, ty, steps) in cases {
+        let c = Case {
+            n_head: nh,
+            n_kv_head: nkv,
+            head_dim_k: d,
+            head_dim_v: d,
+            scale_mult: 1.0,
+            window,
+            softcap: None,
+            ty,
+            steps,
+            spare: 3,
+        };
+        for which in 0..2 {
+            if let Some(worst) = run_case_on(&c, 9100, which) {
+                eprintln!("layout {which}: NMSE {worst:.2e} {c:?}");
+            }
+        }
+    }
+}

@@ -9,7 +9,7 @@ use crate::gguf::TensorInfo;
 use crate::model::{Model, Role, Scratch, HEAD_BLOCK};
 use crate::ops::KvType;
 use crate::placement::{Placement, Side};
-use crate::vulkan::twin_bytes;
+use crate::vulkan::{attention_partial_bytes, twin_bytes};
 
 /// Bytes a device holds for a session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,7 +52,8 @@ pub struct ModelBytes {
     pub gpu_scratch: u64,
     /// On the Vulkan device: the quantized twin of each activation buffer
     /// (`vulkan::twin_bytes`: matrix products on block weights read their
-    /// input quantized to the weight type's dot format).
+    /// input quantized to the weight type's dot format), and split-K
+    /// attention's partials (`vulkan::attention_partial_bytes`).
     pub gpu_act: u64,
 }
 
@@ -91,7 +92,9 @@ impl ModelBytes {
             .iter()
             .map(|&(_, w)| twin(w))
             .sum::<u64>()
-            + twin(hp.n_embd);
+            + twin(hp.n_embd)
+            + attention_partial_bytes(hp.n_head, hp.head_dim_v)
+            + BUFFER_SLACK;
         ModelBytes {
             embed,
             head,

@@ -51,7 +51,9 @@ mod submit;
 mod transfer;
 mod validation;
 
-pub use backend::{twin_bytes, KernelLayout, VulkanBackend, VulkanOptions, VulkanStats};
+pub use backend::{
+    attention_partial_bytes, twin_bytes, KernelLayout, VulkanBackend, VulkanOptions, VulkanStats,
+};
 pub use context::{Context, ContextOptions};
 pub use error::{VkError, VkResult};
 pub use instance::{

@@ -50,6 +50,7 @@ use super::{
 use crate::ops::{BackendError, Ops};
 use cmd::Cmd;
 use hazard::Access;
+pub use op_attention::attention_partial_bytes;
 pub use op_quantize::twin_bytes;
 use resources::Slot;
 pub use resources::{Bind, GpuKv, GpuWeight, WeightChunk};
@@ -160,6 +161,8 @@ pub struct VulkanBackend {
     kernel_layout: KernelLayout,
     /// Quantized activations for the integer products (`op_quantize.rs`).
     act_scratch: op_quantize::ActScratch,
+    /// Split-K attention's partials (`op_attention.rs`): slot and bytes.
+    attn_partials: Option<(u32, u64)>,
 }
 
 impl VulkanBackend {
@@ -200,6 +203,7 @@ impl VulkanBackend {
             max_chunk_bytes: None,
             kernel_layout,
             act_scratch: op_quantize::ActScratch::default(),
+            attn_partials: None,
         }
     }
 

@@ -31,6 +31,38 @@ const ATTN_ACC: usize = 8;
 pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
 pub const MAX_HEAD_DIM_V: usize = ATTN_WG * ATTN_ACC;
+/// Split-K decode: one run of keys per this many visible positions (a
+/// decode step past them takes `attention.comp` SPLIT and
+/// `attention_combine.comp`), at most [`MAX_SPLITS`] runs. The count
+/// changes every `SPLIT_KEYS` positions, so a replayed step is recorded
+/// again only then.
+const SPLIT_KEYS: usize = 256;
+pub const MAX_SPLITS: usize = 32;
+
+/// Bytes of the split-K partials of a model with `n_head` heads of
+/// `head_dim_v` (one decode row, [`MAX_SPLITS`] runs): what `setup::bytes`
+/// counts for the GPU.
+pub fn attention_partial_bytes(n_head: usize, head_dim_v: usize) -> u64 {
+    (n_head * MAX_SPLITS * (head_dim_v + 2) * 4) as u64
+}
+
+/// `AttnCombinePush` of `shaders/common/attention.glsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct AttnCombinePush {
+    n_head: u32,
+    head_dim_v: u32,
+    n_split: u32,
+    out_offset: u32,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<AttnCombinePush>()
+        == shaders::ATTENTION_COMBINE.push_constant_size as usize
+);
+
+// SAFETY: repr(C), four u32 fields, 16 bytes (asserted above): no padding.
+unsafe impl PushConstants for AttnCombinePush {}
 /// `attention_cpu.comp` takes head dims in multiples of this (8 lanes x 4)
 /// up to [`CPU_MAX_HEAD_DIM`] (`MAX_D`).
 const CPU_HEAD_DIM_STEP: usize = 32;
@@ -118,6 +150,8 @@ const _: () = {
     let size = std::mem::size_of::<AttnPush>();
     assert!(size == shaders::ATTENTION_F32.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
+    assert!(size + 4 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
+    assert!(size + 4 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F16.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_KEYS_CPU_F32.push_constant_size as usize);
@@ -237,6 +271,12 @@ pub(super) fn attention(
         n_rows: u32_of(t, "rows"),
     };
     let kernel = kernel(b.kernel_layout, t, dk, dv);
+    let first = p.window.map_or(0, |w| (pos0 + 1).saturating_sub(w));
+    let n_split = (pos0 + 1 - first).div_ceil(SPLIT_KEYS).min(MAX_SPLITS);
+    if kernel == Kernel::Shared && t == 1 && n_split > 1 {
+        split_k(b, &c, q, out, &push, n_split);
+        return;
+    }
     let shader = match (c.ty, kernel) {
         (KvType::F32, Kernel::Shared) => &shaders::ATTENTION_F32,
         (KvType::F16, Kernel::Shared) => &shaders::ATTENTION_F16,
@@ -277,6 +317,76 @@ pub(super) fn attention(
     b.dispatch(shader, &binds, &push, groups);
 }
 
+/// Decode attention in `n_split` runs of keys (`attention.comp` SPLIT, a
+/// workgroup per (head, run)), weighed together by
+/// `attention_combine.comp`: a long context spread over many workgroups
+/// instead of one per head.
+fn split_k(b: &mut VulkanBackend, c: &GpuKv, q: Act, out: Act, push: &AttnPush, n_split: usize) {
+    let (nh, dv) = (push.n_head as usize, push.head_dim_v as usize);
+    let bytes = attention_partial_bytes(nh, dv);
+    let part = match b.attn_partials {
+        Some((slot, have)) if have >= bytes => slot,
+        _ => match b.new_buffer("attention partials", bytes, false, false) {
+            Ok(slot) => {
+                b.attn_partials = Some((slot, bytes));
+                slot
+            }
+            Err(e) => {
+                let e = b.vk_err("attention partials", bytes, e);
+                b.fail(e);
+                return;
+            }
+        },
+    };
+    let shader = match c.ty {
+        KvType::F32 => &shaders::ATTENTION_F32_SPLIT,
+        KvType::F16 => &shaders::ATTENTION_F16_SPLIT,
+    };
+    #[cfg(feature = "fault-injection")]
+    let shader = if fault::active("gpu-softmax-unshifted") {
+        unshifted(shader)
+    } else {
+        shader
+    };
+    let part_bind = Bind {
+        buf: part,
+        bytes: 0..(nh * n_split * (dv + 2) * 4) as u64,
+    };
+    let binds = [
+        Bind::act(q),
+        Bind {
+            buf: c.k,
+            bytes: cache_bytes(c, 0, c.n_ctx * c.k_width),
+        },
+        Bind {
+            buf: c.v,
+            bytes: cache_bytes(c, 0, c.n_ctx * c.v_width),
+        },
+        part_bind.clone(),
+        Bind::step(push.pos_at),
+    ];
+    let mut bytes = push.as_bytes().to_vec();
+    bytes.extend_from_slice(&u32_of(n_split, "splits").to_le_bytes());
+    b.dispatch_bytes(
+        shader,
+        &binds,
+        bytes,
+        [push.n_head, 1, u32_of(n_split, "splits")],
+    );
+    let combine = AttnCombinePush {
+        n_head: push.n_head,
+        head_dim_v: push.head_dim_v,
+        n_split: u32_of(n_split, "splits"),
+        out_offset: push.out_offset,
+    };
+    b.dispatch(
+        &shaders::ATTENTION_COMBINE,
+        &[part_bind, Bind::act(out)],
+        &combine,
+        [push.n_head, 1, 1],
+    );
+}
+
 /// The variant of an attention shader whose online softmax skips the
 /// max subtraction (fault `gpu-softmax-unshifted`; engine/build/variants.rs
 /// `FAULT`, compiled only with the feature).
@@ -285,6 +395,14 @@ fn unshifted(s: &'static shaders::Shader) -> &'static shaders::Shader {
     [
         (&shaders::ATTENTION_F32, &shaders::ATTENTION_F32_UNSHIFTED),
         (&shaders::ATTENTION_F16, &shaders::ATTENTION_F16_UNSHIFTED),
+        (
+            &shaders::ATTENTION_F32_SPLIT,
+            &shaders::ATTENTION_F32_SPLIT_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_F16_SPLIT,
+            &shaders::ATTENTION_F16_SPLIT_UNSHIFTED,
+        ),
         (
             &shaders::ATTENTION_CPU_F32,
             &shaders::ATTENTION_CPU_F32_UNSHIFTED,
