@@ -29,6 +29,8 @@ mod vulkan_extreme_matmul;
 mod vulkan_extreme_moe;
 #[path = "vulkan_hybrid.rs"]
 mod vulkan_hybrid;
+#[path = "vulkan_layout_model.rs"]
+mod vulkan_layout_model;
 #[path = "vulkan_matmul.rs"]
 mod vulkan_matmul;
 #[path = "vulkan_moe.rs"]

@@ -105,6 +105,7 @@ impl DeviceArgs {
                 .expect("infallible"),
             validation: self.validate,
             record_every_step: self.record_every_step,
+            kernel_layout: None,
         };
         let req = GpuRequest {
             gpu_layers: self.gpu_layers,

@@ -20,6 +20,17 @@ pub struct Access {
     pub write: bool,
 }
 
+impl Access {
+    /// The binding this access came from (a fusion records the command
+    /// again with the same bindings).
+    pub(super) fn bind(&self) -> super::Bind {
+        super::Bind {
+            buf: self.buf,
+            bytes: self.range.clone(),
+        }
+    }
+}
+
 /// Ranges touched since the last barrier, per buffer.
 #[derive(Default, Debug)]
 pub struct HazardTracker {

@@ -78,6 +78,10 @@ pub struct VulkanOptions {
     /// whose commands are the same ([`replay`]); the results are the same
     /// bits (tests compare the two).
     pub record_every_step: bool,
+    /// Tests: force the kernel layout ([`VulkanBackend::set_kernel_layout`];
+    /// None: by device kind), e.g. the GPU kernels on lavapipe.
+    #[doc(hidden)]
+    pub kernel_layout: Option<KernelLayout>,
 }
 
 /// Which family of matrix kernels (`matmul`, decode matvec) the backend
@@ -174,6 +178,14 @@ impl VulkanBackend {
         })?;
         let mut b = VulkanBackend::with_context(ctx);
         b.set_replay(!opts.record_every_step);
+        if let Some(layout) = opts.kernel_layout {
+            if !b.set_kernel_layout(layout) {
+                return Err(VkError::DeviceUnusable {
+                    name: b.ctx.device_info().name.clone(),
+                    message: format!("it cannot run the {layout:?} kernel layout"),
+                });
+            }
+        }
         Ok(b)
     }
 

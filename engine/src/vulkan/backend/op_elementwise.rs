@@ -278,10 +278,7 @@ fn fuse_add_into_norm(
     }
     let at = std::mem::offset_of!(BinaryPush, b_offset);
     let y_offset = u32::from_le_bytes(add_push[at..at + 4].try_into().expect("four bytes"));
-    let y = Bind {
-        buf: y.buf,
-        bytes: y.range.clone(),
-    };
+    let y = y.bind();
     b.cmds.pop();
     let gw = b.weight(w);
     assert!(

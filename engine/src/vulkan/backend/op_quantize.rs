@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::cmd::Cmd;
+use super::hazard::Access;
 use super::op_elementwise::{RmsNormPush, FUSED_NORM_PUSH, MAX_FUSED_QUANT_GROUP};
 use super::{Bind, VulkanBackend};
 use crate::fault;
@@ -179,13 +180,7 @@ fn fuse_into_norm(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, wor
         return false;
     }
     // Bindings x, out, w, then the quantized blocks (and the addend last).
-    let mut binds: Vec<Bind> = access
-        .iter()
-        .map(|a| Bind {
-            buf: a.buf,
-            bytes: a.range.clone(),
-        })
-        .collect();
+    let mut binds: Vec<Bind> = access.iter().map(Access::bind).collect();
     binds.insert(3, bind.clone());
     let q_at = std::mem::size_of::<RmsNormPush>();
     let mut push = push.clone();
@@ -228,10 +223,7 @@ fn fuse_into_glu(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word
     }
     let binds: Vec<Bind> = access
         .iter()
-        .map(|a| Bind {
-            buf: a.buf,
-            bytes: a.range.clone(),
-        })
+        .map(Access::bind)
         .chain([bind.clone()])
         .collect();
     let mut push = push.clone();
