@@ -245,14 +245,18 @@ void main() {
     barrier(); // every read of x (the sums above) before x is written
 #endif
     for (uint c = tid; c < p.group; c += WG) {
-        precise float v = val(xb, g, c);
+        precise float v = val(xb, g, c); // before x is written (ADD)
+#ifdef ADD
+        x[xb + c] = v;
+#endif
+#ifdef QUANT
+        o[ob + c] = sy[c]; // v * scale * w, computed above
+#else
         precise float y = v * scale;
 #ifdef HAS_WEIGHT
         y = y * w[c];
 #endif
-#ifdef ADD
-        x[xb + c] = v;
-#endif
         o[ob + c] = y;
+#endif
     }
 }

@@ -121,6 +121,14 @@ impl KernelLayout {
     }
 }
 
+/// A recorded dispatch as [`VulkanBackend::last_dispatch`] shows it.
+pub(super) struct LastDispatch<'a> {
+    pub shader: &'static Shader,
+    pub push: &'a [u8],
+    pub groups: [u32; 3],
+    pub access: &'a [Access],
+}
+
 /// Counters since the backend was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VulkanStats {
@@ -383,6 +391,26 @@ impl VulkanBackend {
                 self.fail(e);
                 [0, 1, 1]
             }
+        }
+    }
+
+    /// The command recorded last when it is a dispatch (a fusion replaces
+    /// it).
+    pub(super) fn last_dispatch(&self) -> Option<LastDispatch<'_>> {
+        match self.cmds.last()? {
+            Cmd::Dispatch {
+                shader,
+                push,
+                groups,
+                access,
+                ..
+            } => Some(LastDispatch {
+                shader: shader.0,
+                push,
+                groups: *groups,
+                access,
+            }),
+            _ => None,
         }
     }
 

@@ -172,6 +172,21 @@ fn cache_bytes(kv: &GpuKv, e0: usize, e1: usize) -> std::ops::Range<u64> {
     (e0 as u64 * eb) / 4 * 4..(e1 as u64 * eb).div_ceil(4) * 4
 }
 
+/// The K and V caches as the attention kernels bind them: whole (the
+/// positions they read are in the inbox, not known when recording).
+fn cache_binds(c: &GpuKv) -> [Bind; 2] {
+    [
+        Bind {
+            buf: c.k,
+            bytes: cache_bytes(c, 0, c.n_ctx * c.k_width),
+        },
+        Bind {
+            buf: c.v,
+            bytes: cache_bytes(c, 0, c.n_ctx * c.v_width),
+        },
+    ]
+}
+
 /// Writes rows `src` `[T, width]` into cache buffer `buf` (`[n_ctx, width]`)
 /// at positions `pos0..pos0 + T` (declared as a write of the whole cache).
 fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Act, pos0: usize) {
@@ -291,19 +306,8 @@ pub(super) fn attention(
     } else {
         shader
     };
-    let binds = [
-        Bind::act(q),
-        Bind {
-            buf: c.k,
-            bytes: cache_bytes(&c, 0, c.n_ctx * c.k_width),
-        },
-        Bind {
-            buf: c.v,
-            bytes: cache_bytes(&c, 0, c.n_ctx * c.v_width),
-        },
-        Bind::act(out),
-        Bind::step(pos_at),
-    ];
+    let [kb, vb] = cache_binds(&c);
+    let binds = [Bind::act(q), kb, vb, Bind::act(out), Bind::step(pos_at)];
     let groups = match kernel {
         // x: rows (64 per workgroup), y: heads.
         Kernel::CpuRows => [
@@ -352,16 +356,11 @@ fn split_k(b: &mut VulkanBackend, c: &GpuKv, q: Act, out: Act, push: &AttnPush, 
         buf: part,
         bytes: 0..(nh * n_split * (dv + 2) * 4) as u64,
     };
+    let [kb, vb] = cache_binds(c);
     let binds = [
         Bind::act(q),
-        Bind {
-            buf: c.k,
-            bytes: cache_bytes(c, 0, c.n_ctx * c.k_width),
-        },
-        Bind {
-            buf: c.v,
-            bytes: cache_bytes(c, 0, c.n_ctx * c.v_width),
-        },
+        kb,
+        vb,
         part_bind.clone(),
         Bind::step(push.pos_at),
     ];

@@ -2,7 +2,6 @@
 //! one shader per family, the op a push constant: [`binary`]
 //! (`shaders/binary.comp`) and [`unary`] (`shaders/unary.comp`).
 
-use super::cmd::Cmd;
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::GgmlType;
@@ -207,30 +206,47 @@ pub(super) fn rms_norm(
         out_offset: offset(out),
         eps,
     };
-    if let Some(w) = w {
-        if fuse_add_into_norm(b, x, w, out, &push) {
+    let w = w.map(|w| {
+        let gw = b.weight(w);
+        assert!(
+            gw.ty == GgmlType::F32 && gw.n_in * gw.n_out == group && gw.chunks.len() == 1,
+            "rms_norm: weight {} must be {group} f32 values in one chunk",
+            gw.name
+        );
+        Bind::chunk(gw, &gw.chunks[0])
+    });
+    // One workgroup per group: ask groups_1d for n_groups workgroups' worth
+    // of invocations (it may spill into y; the shader flattens the id).
+    // Every variant of rms_norm.comp has the same workgroup size.
+    let groups = b.groups_1d(
+        &shaders::RMS_NORM,
+        n_groups * u64::from(shaders::RMS_NORM.local_size[0]),
+    );
+    if let Some(w) = &w {
+        if fuse_add_into_norm(b, x, w, out, &push, groups) {
             return;
         }
     }
-    let mut binds = vec![Bind::act(x), Bind::act(out)];
-    let shader = match w {
-        None => &shaders::RMS_NORM,
-        Some(w) => {
-            let gw = b.weight(w);
-            assert!(
-                gw.ty == GgmlType::F32 && gw.n_in * gw.n_out == group && gw.chunks.len() == 1,
-                "rms_norm: weight {} must be {group} f32 values in one chunk",
-                gw.name
-            );
-            binds.push(Bind::chunk(gw, &gw.chunks[0]));
-            &shaders::RMS_NORM_W
-        }
+    let shader = if w.is_some() {
+        &shaders::RMS_NORM_W
+    } else {
+        &shaders::RMS_NORM
     };
-    // One workgroup per group: ask groups_1d for n_groups workgroups' worth
-    // of invocations (it may spill into y; the shader flattens the id).
-    let groups = b.groups_1d(shader, n_groups * u64::from(shader.local_size[0]));
+    let binds: Vec<Bind> = [Bind::act(x), Bind::act(out)]
+        .into_iter()
+        .chain(w)
+        .collect();
     b.dispatch(shader, &binds, &push, groups);
 }
+
+// The fused variants are dispatched with the plain norm's workgroup count.
+const _: () = {
+    let wg = shaders::RMS_NORM.local_size[0];
+    assert!(wg == shaders::RMS_NORM_W.local_size[0]);
+    assert!(wg == shaders::ADD_RMS_NORM_W.local_size[0]);
+    assert!(wg == shaders::RMS_NORM_W_Q8_0.local_size[0]);
+    assert!(wg == shaders::ADD_RMS_NORM_W_Q8_1.local_size[0]);
+};
 
 /// Records `rms_norm(x, w) -> out` together with the residual add recorded
 /// last, when that add was `x += y` in place on exactly `x` and `out`
@@ -242,19 +258,20 @@ pub(super) fn rms_norm(
 fn fuse_add_into_norm(
     b: &mut VulkanBackend,
     x: Act,
-    w: Weight,
+    w: &Bind,
     out: Act,
     push: &RmsNormPush,
+    groups: [u32; 3],
 ) -> bool {
     if fault::active("missing-barrier") {
         return false;
     }
-    let Some(Cmd::Dispatch {
+    let Some(super::LastDispatch {
         shader,
         push: add_push,
         access,
         ..
-    }) = b.cmds.last()
+    }) = b.last_dispatch()
     else {
         return false;
     };
@@ -278,25 +295,12 @@ fn fuse_add_into_norm(
     }
     let at = std::mem::offset_of!(BinaryPush, b_offset);
     let y_offset = u32::from_le_bytes(add_push[at..at + 4].try_into().expect("four bytes"));
-    let y = y.bind();
+    let binds = [xb, ob, w.clone(), y.bind()];
     b.cmds.pop();
-    let gw = b.weight(w);
-    assert!(
-        gw.ty == GgmlType::F32 && gw.n_in * gw.n_out == push.group as usize && gw.chunks.len() == 1,
-        "rms_norm: weight {} must be {} f32 values in one chunk",
-        gw.name,
-        push.group
-    );
-    let binds = [xb, ob, Bind::chunk(gw, &gw.chunks[0]), y];
     let mut bytes = push.as_bytes().to_vec();
     bytes.extend_from_slice(&0u32.to_le_bytes()); // q_offset: no quantization
     bytes.extend_from_slice(&y_offset.to_le_bytes());
-    let shader = &shaders::ADD_RMS_NORM_W;
-    let groups = b.groups_1d(
-        shader,
-        u64::from(push.n_groups) * u64::from(shader.local_size[0]),
-    );
-    b.dispatch_bytes(shader, &binds, bytes, groups);
+    b.dispatch_bytes(&shaders::ADD_RMS_NORM_W, &binds, bytes, groups);
     true
 }
 

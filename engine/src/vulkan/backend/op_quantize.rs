@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::cmd::Cmd;
 use super::hazard::Access;
 use super::op_elementwise::{RmsNormPush, FUSED_NORM_PUSH, MAX_FUSED_QUANT_GROUP};
 use super::{Bind, VulkanBackend};
@@ -143,13 +142,12 @@ pub(super) struct Quantized {
 /// dispatch and one barrier fewer before every product that follows a
 /// norm; the same bits. Returns whether it did.
 fn fuse_into_norm(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word0: u32) -> bool {
-    let Some(Cmd::Dispatch {
+    let Some(super::LastDispatch {
         shader,
         push,
         groups,
         access,
-        ..
-    }) = b.cmds.last()
+    }) = b.last_dispatch()
     else {
         return false;
     };
@@ -183,10 +181,9 @@ fn fuse_into_norm(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, wor
     let mut binds: Vec<Bind> = access.iter().map(Access::bind).collect();
     binds.insert(3, bind.clone());
     let q_at = std::mem::size_of::<RmsNormPush>();
-    let mut push = push.clone();
+    let mut push = push.to_vec();
     push.resize(FUSED_NORM_PUSH, 0);
     push[q_at..q_at + 4].copy_from_slice(&word0.to_le_bytes());
-    let groups = *groups;
     b.cmds.pop();
     b.dispatch_bytes(fused, &binds, push, groups);
     true
@@ -198,13 +195,12 @@ fn fuse_into_norm(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, wor
 /// replaces it. One dispatch and one barrier fewer before every down
 /// projection; the same bits. Returns whether it did.
 fn fuse_into_glu(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word0: u32) -> bool {
-    let Some(Cmd::Dispatch {
+    let Some(super::LastDispatch {
         shader,
         push,
-        groups: _,
         access,
         ..
-    }) = b.cmds.last()
+    }) = b.last_dispatch()
     else {
         return false;
     };
@@ -226,7 +222,7 @@ fn fuse_into_glu(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word
         .map(Access::bind)
         .chain([bind.clone()])
         .collect();
-    let mut push = push.clone();
+    let mut push = push.to_vec();
     push.extend_from_slice(&word0.to_le_bytes());
     b.cmds.pop();
     // Eight invocations per block of 32, four results each.
