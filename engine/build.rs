@@ -243,14 +243,38 @@ fn by_type_arrays(table: &mut String) -> std::fmt::Result {
              use crate::ggml_type::WEIGHT_TYPES;\n"
     )?;
     for op in variants::PER_TYPE {
-        let shaders: Vec<String> = WEIGHT_TYPES
-            .iter()
-            .map(|&ty| format!("&{}_{}", op.name, variants::type_suffix(ty)).to_ascii_uppercase())
-            .collect();
+        let (shaders, item): (Vec<String>, &str) = match op.only {
+            None => (
+                WEIGHT_TYPES
+                    .iter()
+                    .map(|&ty| {
+                        format!("&{}_{}", op.name, variants::type_suffix(ty)).to_ascii_uppercase()
+                    })
+                    .collect(),
+                "&Shader",
+            ),
+            Some(only) => (
+                WEIGHT_TYPES
+                    .iter()
+                    .map(|&ty| {
+                        if only(ty) {
+                            format!(
+                                "Some(&{}_{})",
+                                op.name.to_ascii_uppercase(),
+                                variants::type_suffix(ty).to_ascii_uppercase()
+                            )
+                        } else {
+                            "None".to_string()
+                        }
+                    })
+                    .collect(),
+                "Option<&Shader>",
+            ),
+        };
         writeln!(
             table,
             "    /// `{name}_*`.\n    \
-             pub const {upper}: [&Shader; WEIGHT_TYPES.len()] = [{list}];",
+             pub const {upper}: [{item}; WEIGHT_TYPES.len()] = [{list}];",
             name = op.name,
             upper = op.name.to_ascii_uppercase(),
             list = shaders.join(", ")

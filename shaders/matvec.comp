@@ -15,6 +15,22 @@
 // for bit). A workgroup computes ROWS_PER_WG weight rows, TPR invocations
 // per row striding over its blocks, then sums their partial sums in shared
 // memory.
+//
+// Fused variants (block types whose dot format is Q8_0 or Q8_1; one
+// activation row of at most MAX_K elements; op_matvec_fused.rs): instead of
+// reading x already quantized, every workgroup first computes the row
+// itself into shared memory and quantizes it there (common/quant_row.glsl,
+// quantize_act.comp's bytes), from f32 inputs at binding 1:
+//   PRO_QUANT: x itself (f32);
+//   PRO_NORM:  the RMS norm of binding 1 times its weight (binding 3), as
+//              rms_norm.comp computes it (common/rms.glsl);
+//   PRO_GLU:   SwiGLU / GeGLU (FusedPush.op) of binding 1 and binding 3, as
+//              binary.comp computes it;
+// with PRO_OUT, workgroup 0 also writes those f32 values (the unfused op's
+// output) to binding 4. EPI_ADD: each result is also added to the residual
+// (the next binding), r[i] = r[i] + out[i], as binary.comp adds. The same
+// bits as the unfused ops; one dispatch and one barrier fewer for each.
+// Push: WeightPush, FusedPush.
 
 #include "weights.glsl"
 
@@ -24,7 +40,22 @@ layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
 
-#ifdef MATMUL_ID
+#if defined(PRO_QUANT) || defined(PRO_NORM) || defined(PRO_GLU)
+#define PROLOGUE 1
+// FusedPush of op_matvec_fused.rs: element offsets of the f32 input
+// (binding 1), of the norm weight or the gated unit's second input
+// (binding 3), of the prologue's f32 output (PRO_OUT) and of the residual
+// (EPI_ADD); the norm's eps; the gated unit (0: SwiGLU, 1: GeGLU).
+struct FusedPush {
+    uint src_offset;
+    uint aux_offset;
+    uint pro_out_offset;
+    uint res_offset;
+    float eps;
+    uint op;
+};
+layout(push_constant) uniform Push { WeightPush p; FusedPush f; };
+#elif defined(MATMUL_ID)
 layout(set = 0, binding = 3, std430) readonly buffer It { float IDS[]; };
 layout(push_constant) uniform Push { WeightPush p; IdPush q; };
 #else
@@ -39,6 +70,45 @@ layout(set = 0, binding = 1, std430) readonly buffer Xt { float X[]; };
 // all of them.
 #define NR 2u
 #define RED (NR * WG)
+#elif defined(PROLOGUE)
+layout(set = 0, binding = 1, std430) readonly buffer Xt { float XS[]; };
+#if defined(PRO_NORM) || defined(PRO_GLU)
+layout(set = 0, binding = 3, std430) readonly buffer Aux { float AUX[]; };
+#endif
+#ifdef PRO_OUT
+layout(set = 0, binding = 4, std430) writeonly buffer Po { float PO[]; };
+#endif
+#ifdef EPI_ADD
+#if defined(PRO_OUT)
+#define RES_BINDING 5
+#elif defined(PRO_NORM) || defined(PRO_GLU)
+#define RES_BINDING 4
+#else
+#define RES_BINDING 3
+#endif
+layout(set = 0, binding = RES_BINDING, std430) buffer Rt { float R[]; };
+#endif
+// The row's values, then its blocks in the dot format (9 words per 32).
+#define MAX_K 3072u
+shared float row_vals[MAX_K];
+shared uint SA[MAX_K / 32u * 9u];
+#define ACT(ab, t, k) SA[(ab) + (k)]
+#define QT 1u
+#include "qdot.glsl"
+#define QUANT_WG WG
+#define QV(i) row_vals[i]
+#define QSTORE(w, v) SA[w] = (v)
+#include "quant_row.glsl"
+#ifdef PRO_NORM
+#define RMS_WG WG
+#define RMS_VAL(a, b, c) XS[(a) + (c)]
+#include "rms.glsl"
+#endif
+#ifdef PRO_GLU
+#include "glu.glsl"
+#endif
+#define TPR (WG / ROWS_PER_WG)
+#define RED WG
 #else
 layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
 #define QT 1u
@@ -51,6 +121,38 @@ layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
 #endif
 
 shared float red[RED];
+
+#ifdef PROLOGUE
+// The activation row into SA: computed (and, with PRO_OUT, written by
+// workgroup 0), then quantized. Every invocation calls it (barriers).
+void prologue(uint tid, bool first) {
+    uint n = p.n_in;
+#ifdef PRO_NORM
+    precise float scale = rms_scale(f.src_offset, 0u, n, tid, f.eps);
+#endif
+    for (uint c = tid; c < n; c += WG) {
+#if defined(PRO_NORM)
+        precise float y = XS[f.src_offset + c] * scale;
+        y = y * AUX[f.aux_offset + c];
+#elif defined(PRO_GLU)
+        float a = XS[f.src_offset + c];
+        float b = AUX[f.aux_offset + c];
+        float y = f.op == 0u ? swiglu(a, b) : geglu(a, b);
+#else
+        float y = XS[f.src_offset + c];
+#endif
+        row_vals[c] = y;
+#ifdef PRO_OUT
+        if (first) {
+            PO[f.pro_out_offset + c] = y;
+        }
+#endif
+    }
+    barrier();
+    quant_row(tid, n, 0u);
+    barrier();
+}
+#endif
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
@@ -111,6 +213,10 @@ void main() {
     if (row0 >= p.rows) {
         return; // the whole workgroup
     }
+#ifdef PROLOGUE
+    prologue(tid, wgi == 0u);
+    xo = 0u; // the blocks in SA
+#endif
     uint r = tid / TPR;
     uint lane = tid % TPR;
     uint row = row0 + r;
@@ -133,7 +239,12 @@ void main() {
         barrier();
     }
     if (lane == 0u && row < p.rows) {
-        O[oo + row] = red[tid];
+        float v = red[tid];
+        O[oo + row] = v;
+#ifdef EPI_ADD
+        uint ri = f.res_offset + p.col0 + row;
+        R[ri] = R[ri] + v;
+#endif
     }
 #endif
 }

@@ -216,6 +216,51 @@ pub struct PerType {
     pub name: &'static str,
     source: &'static str,
     extra: fn(GgmlType) -> Vec<(&'static str, &'static str)>,
+    /// The types it is compiled for (`None`: every weight type; the
+    /// `by_type` array then holds `Option`s).
+    pub only: Option<fn(GgmlType) -> bool>,
+}
+
+/// The block types whose activations are Q8_0 or Q8_1 (32-element blocks,
+/// the legacy dot products of `shaders/common/qdot.glsl`).
+pub fn q8_legacy(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0
+    )
+}
+
+/// The decode matvec with a prologue that computes its activation row
+/// (and an epilogue that adds its result to the residual): `PRO_*`,
+/// `PRO_OUT` and `EPI_ADD` of `shaders/matvec.comp`, fused by
+/// engine/src/vulkan/backend/op_matvec_fused.rs; with the activation format
+/// defined up front (act.glsl's Q8_1 block head reads it).
+fn fused(
+    ty: GgmlType,
+    defines: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, &'static str)> {
+    let act = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        ("ACT_Q8_1", "1")
+    } else {
+        ("ACT_Q8_0", "1")
+    };
+    [gpu_decode(ty), vec![act], defines.to_vec()].concat()
+}
+
+fn pro_quant(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(ty, &[("PRO_QUANT", "1")])
+}
+
+fn pro_quant_add(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(ty, &[("PRO_QUANT", "1"), ("EPI_ADD", "1")])
+}
+
+fn pro_norm(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(ty, &[("PRO_NORM", "1")])
+}
+
+fn pro_norm_out(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(ty, &[("PRO_NORM", "1"), ("PRO_OUT", "1")])
 }
 
 /// The products for CPU Vulkan implementations (`shaders/matmul_cpu.comp`):
@@ -269,46 +314,79 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec",
         source: "matvec.comp",
         extra: gpu_decode,
+        only: None,
     },
     PerType {
         name: "matmul",
         source: "matmul.comp",
         extra: |_| Vec::new(),
+        only: None,
     },
     PerType {
         name: "matvec_cpu",
         source: "matmul_cpu.comp",
         extra: cpu_decode,
+        only: None,
     },
     PerType {
         name: "matmul_cpu",
         source: "matmul_cpu.comp",
         extra: cpu_prefill,
+        only: None,
     },
     PerType {
         name: "matvec_id",
         source: "matvec.comp",
         extra: gpu_decode_id,
+        only: None,
     },
     PerType {
         name: "matmul_id",
         source: "matmul.comp",
         extra: id,
+        only: None,
     },
     PerType {
         name: "matvec_cpu_id",
         source: "matmul_cpu.comp",
         extra: cpu_decode_id,
+        only: None,
     },
     PerType {
         name: "matmul_cpu_id",
         source: "matmul_cpu.comp",
         extra: cpu_prefill_id,
+        only: None,
+    },
+    PerType {
+        name: "matvec_q",
+        source: "matvec.comp",
+        extra: pro_quant,
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "matvec_q_add",
+        source: "matvec.comp",
+        extra: pro_quant_add,
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "matvec_norm",
+        source: "matvec.comp",
+        extra: pro_norm,
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "matvec_norm_out",
+        source: "matvec.comp",
+        extra: pro_norm_out,
+        only: Some(q8_legacy),
     },
     PerType {
         name: "get_rows",
         source: "get_rows.comp",
         extra: |_| Vec::new(),
+        only: None,
     },
 ];
 
@@ -338,6 +416,9 @@ pub fn listed(faults: bool) -> Vec<Variant> {
         .collect();
     for op in PER_TYPE {
         for ty in WEIGHT_TYPES {
+            if op.only.is_some_and(|only| !only(ty)) {
+                continue;
+            }
             let weight = format!("WEIGHT_{}", ty.name());
             let mut defines = vec![(weight, "1".to_string())];
             defines.extend(owned(&(op.extra)(ty)));

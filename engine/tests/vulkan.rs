@@ -33,6 +33,8 @@ mod vulkan_hybrid;
 mod vulkan_layout_model;
 #[path = "vulkan_matmul.rs"]
 mod vulkan_matmul;
+#[path = "vulkan_matvec_fused.rs"]
+mod vulkan_matvec_fused;
 #[path = "vulkan_moe.rs"]
 mod vulkan_moe;
 #[path = "vulkan_moe_cache.rs"]

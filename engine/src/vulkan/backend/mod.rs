@@ -34,6 +34,7 @@ mod op_attention;
 mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
+mod op_matvec_fused;
 mod op_moe;
 mod op_quantize;
 mod ops_impl;
@@ -175,6 +176,11 @@ pub struct VulkanBackend {
     act_scratch: op_quantize::ActScratch,
     /// Split-K attention's partials (`op_attention.rs`): slot and bytes.
     attn_partials: Option<(u32, u64)>,
+    /// The norm the last fused matvec computed (`op_matvec_fused.rs`).
+    norm_prologue: Option<op_matvec_fused::NormPrologue>,
+    /// Whether decode matvecs are fused with their neighbours
+    /// (`op_matvec_fused.rs`; tests compare the two).
+    fuse_matvecs: bool,
 }
 
 impl VulkanBackend {
@@ -224,6 +230,8 @@ impl VulkanBackend {
             kernel_layout,
             act_scratch: op_quantize::ActScratch::default(),
             attn_partials: None,
+            norm_prologue: None,
+            fuse_matvecs: true,
         }
     }
 
@@ -241,6 +249,14 @@ impl VulkanBackend {
         if !on {
             self.replay = None;
         }
+    }
+
+    /// Turns the decode matvec's fusions (`op_matvec_fused.rs`) on (the
+    /// default) or off; the results are the same bits (tests compare the
+    /// two).
+    #[doc(hidden)]
+    pub fn set_matvec_fusion(&mut self, on: bool) {
+        self.fuse_matvecs = on;
     }
 
     /// The matrix kernels this backend dispatches.

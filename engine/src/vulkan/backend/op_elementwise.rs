@@ -113,6 +113,9 @@ fn same_shape(op: &str, x: Act, y: Act) {
 /// writes its own element).
 pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
     same_shape(op.name(), x, y);
+    if op == BinaryOp::Add && super::op_matvec_fused::add_into_matvec(b, x, y) {
+        return;
+    }
     let n = x.len() as u32;
     let push = BinaryPush {
         n,

@@ -241,6 +241,9 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
     if x.rows() == 0 {
         return;
     }
+    if b.kernel_layout == KernelLayout::Gpu && super::op_matvec_fused::matvec(b, &gw, x, out) {
+        return;
+    }
     // Block types read x in their dot format (x_offset then counts words).
     let (x_bind, x_offset) = match act_format(gw.ty) {
         Some(fmt) => match quantized(b, x, fmt) {

@@ -255,6 +255,28 @@ fn fault_variant(s: &'static Shader, _trunc: bool) -> &'static Shader {
     s
 }
 
+/// Whether `x`'s twin holds it in `fmt`, quantized in this submission with
+/// no write to `x` recorded since.
+pub(super) fn holds(b: &VulkanBackend, x: Act, fmt: GgmlType) -> bool {
+    let elems = x.elems();
+    let src = elems.start as u64 * 4..elems.end as u64 * 4;
+    let gen = b.stats.submissions;
+    let Some(twin) = b.act_scratch.twins.get(&x.id()) else {
+        return false;
+    };
+    twin.held.iter().any(|h| {
+        h.src == src
+            && h.fmt == fmt
+            && h.gen == gen
+            && h.cmd < b.cmds.len()
+            && !b.cmds[h.cmd + 1..].iter().any(|c| {
+                c.access().iter().any(|a| {
+                    a.write && a.buf == x.id() && a.range.start < src.end && src.start < a.range.end
+                })
+            })
+    })
+}
+
 /// `x` (whole rows, a multiple of the block size per row) in `fmt` on the
 /// device: quantized now, or where its twin already holds it.
 pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<Quantized> {
@@ -295,19 +317,7 @@ pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<
         bytes: at.clone(),
     };
     let word0 = u32::try_from(at.start / 4).expect("twin offsets fit u32");
-    // Held already, with no write to x recorded since.
-    let held = twin.held.iter().any(|h| {
-        h.src == src
-            && h.fmt == fmt
-            && h.gen == gen
-            && h.cmd < b.cmds.len()
-            && !b.cmds[h.cmd + 1..].iter().any(|c| {
-                c.access().iter().any(|a| {
-                    a.write && a.buf == x.id() && a.range.start < src.end && src.start < a.range.end
-                })
-            })
-    });
-    if held {
+    if holds(b, x, fmt) {
         return Some(Quantized { bind, word0 });
     }
     if !fuse_into_norm(b, x, fmt, &bind, word0) && !fuse_into_glu(b, x, fmt, &bind, word0) {

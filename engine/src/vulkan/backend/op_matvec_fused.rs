@@ -1,0 +1,330 @@
+//! The decode matvec fused with the op that feeds it and the residual add
+//! that follows it: `shaders/matvec.comp`'s `PRO_*` / `EPI_ADD` variants
+//! (`by_type::MATVEC_Q`, `MATVEC_NORM`, ...), for the GPU kernel layout,
+//! one activation row, and the block types whose activations are Q8_0 or
+//! Q8_1 (`q8_legacy` of engine/build/variants.rs).
+//!
+//! A decode step's chain `rms_norm -> quantize -> matvec` (Q, K, V; gate,
+//! up) becomes one dispatch per product whose every workgroup computes the
+//! norm and its quantization into shared memory (the first also writes the
+//! norm's f32 output, which the later products of the same input skip);
+//! `quantize -> matvec` (the attention output, the gated unit's) becomes a
+//! matvec that quantizes its input itself; a residual add `x += out` right
+//! after such a matvec becomes its epilogue. Each is a peephole on the last
+//! recorded command, like the fusions of `op_quantize.rs`: the model code
+//! records the same ops on every backend. The same bits as the unfused ops
+//! (tests: `engine/tests/vulkan_matvec_fused.rs`); per transformer layer
+//! three dependent dispatches (and their barriers) fewer.
+//!
+//! Not fused while fault `missing-barrier` or `gpu-act-f16-truncate` is
+//! injected: both act on the unfused kernels (the add before a norm, the
+//! standalone quantizers), which then run as before.
+
+use super::hazard::Access;
+use super::op_elementwise::RmsNormPush;
+use super::op_matmul::{matvec_rows, u32_of, WeightPush};
+use super::op_quantize::{act_format, holds};
+use super::{Bind, GpuWeight, VulkanBackend};
+use crate::fault;
+use crate::ggml_type::weight_index;
+use crate::ops::Act;
+use crate::vulkan::{shaders, PushConstants, Shader};
+
+/// `FusedPush` of `shaders/matvec.comp`: element offsets of the f32 input
+/// (binding 1), of the norm weight or the gated unit's second input
+/// (binding 3), of the prologue's f32 output and of the residual; the
+/// norm's eps; the gated unit (0: SwiGLU, 1: GeGLU).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct FusedPush {
+    src_offset: u32,
+    aux_offset: u32,
+    pro_out_offset: u32,
+    res_offset: u32,
+    eps: f32,
+    op: u32,
+}
+
+/// The push block of the fused variants.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct MatvecFusedPush {
+    w: WeightPush,
+    f: FusedPush,
+}
+
+const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
+const _: () = assert!(PUSH_BYTES == 60);
+const _: () = {
+    use shaders::by_type::{MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_Q, MATVEC_Q_ADD};
+    let mut t = 0;
+    while t < MATVEC_Q.len() {
+        let all = [
+            MATVEC_Q[t],
+            MATVEC_Q_ADD[t],
+            MATVEC_NORM[t],
+            MATVEC_NORM_OUT[t],
+        ];
+        let mut i = 0;
+        while i < all.len() {
+            if let Some(s) = all[i] {
+                assert!(s.push_constant_size as usize == PUSH_BYTES);
+            }
+            i += 1;
+        }
+        t += 1;
+    }
+};
+
+// SAFETY: repr(C), fifteen 32-bit scalar fields, 60 bytes (asserted above):
+// no padding.
+unsafe impl PushConstants for MatvecFusedPush {}
+
+/// The most elements of the activation row the prologues hold in shared
+/// memory (`MAX_K` of `shaders/matvec.comp`).
+const MAX_K: usize = 3072;
+
+/// The most workgroups a fused matvec may have. Every workgroup computes
+/// the whole prologue again; past this (an output head of tens of
+/// thousands of rows) one standalone dispatch that does it once is kept.
+const MAX_FUSED_WORKGROUPS: usize = 1024;
+
+/// The variant families, as `by_type` arrays.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Quant,
+    QuantAdd,
+    Norm,
+    NormOut,
+}
+
+fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
+    use shaders::by_type as t;
+    match kind {
+        Kind::Quant => &t::MATVEC_Q,
+        Kind::QuantAdd => &t::MATVEC_Q_ADD,
+        Kind::Norm => &t::MATVEC_NORM,
+        Kind::NormOut => &t::MATVEC_NORM_OUT,
+    }
+}
+
+/// The family and weight-type index of a fused variant.
+fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
+    use Kind::*;
+    [Quant, QuantAdd, Norm, NormOut].into_iter().find_map(|k| {
+        variants(k)
+            .iter()
+            .position(|s| s.is_some_and(|s| s.index == shader.index))
+            .map(|t| (k, t))
+    })
+}
+
+/// The norm a fused matvec computed in its prologue, for the next product
+/// of the same normed row (K and V after Q, up after gate): valid while
+/// that matvec is the last recorded command.
+#[derive(Clone, Debug)]
+pub(super) struct NormPrologue {
+    /// The norm's output (the products' input), its input, its weight.
+    out: Bind,
+    src: Bind,
+    w: Bind,
+    src_offset: u32,
+    eps: f32,
+    /// (submission, command count) right after the matvec was recorded.
+    at: (usize, usize),
+}
+
+/// Whether the fusions may run now (see the module docs on faults).
+fn allowed(b: &VulkanBackend) -> bool {
+    b.fuse_matvecs && !fault::active("missing-barrier") && !fault::active("gpu-act-f16-truncate")
+}
+
+fn overlaps(a: &Bind, b: &Bind) -> bool {
+    a.buf == b.buf && a.bytes.start < b.bytes.end && b.bytes.start < a.bytes.end
+}
+
+fn read_u32(push: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))
+}
+
+/// What the matvec's prologue computes its row from.
+enum Source {
+    /// `x` itself, f32.
+    Quant,
+    /// The RMS norm of `src` with weight `w` (its output is `x`); `write`:
+    /// the matvec also writes it (the first product of that norm).
+    Norm {
+        src: Bind,
+        w: Bind,
+        src_offset: u32,
+        eps: f32,
+        write: bool,
+    },
+}
+
+/// Records `out = W x` for one activation row as a fused matvec, when it
+/// applies: the GPU kernel layout, a Q8_0 / Q8_1 block type with its fused
+/// variants, one chunk, a row of whole blocks of at most [`MAX_K`]
+/// elements not already quantized. Returns whether it did.
+pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) -> bool {
+    let Some(t) = weight_index(gw.ty) else {
+        return false;
+    };
+    let Some(fmt) = act_format(gw.ty) else {
+        return false;
+    };
+    let Some(quant) = variants(Kind::Quant)[t] else {
+        return false;
+    };
+    let wgs = gw.n_out.div_ceil(matvec_rows(quant));
+    if !allowed(b)
+        || x.rows() != 1
+        || gw.chunks.len() != 1
+        || !gw.n_in.is_multiple_of(32)
+        || gw.n_in > MAX_K
+        || wgs > MAX_FUSED_WORKGROUPS
+        || holds(b, x, fmt)
+    {
+        return false;
+    }
+    let xb = Bind::act(x);
+    let source = norm_source(b, x, &xb).unwrap_or(Source::Quant);
+    let c = gw.chunks[0];
+    let w = WeightPush {
+        n_in: u32_of(gw.n_in, "n_in"),
+        row_bytes: u32_of(gw.row_bytes, "row bytes"),
+        rows: u32_of(c.rows, "rows"),
+        col0: u32_of(c.row0, "row"),
+        x_offset: 0,
+        out_offset: u32_of(out.elems().start, "offset"),
+        n_out: u32_of(gw.n_out, "n_out"),
+        n_tok: 1,
+        units: 0,
+    };
+    let wbind = Bind::chunk(gw, &c);
+    let x_offset = u32_of(x.elems().start, "offset");
+    let (kind, binds, f) = match &source {
+        Source::Quant => (
+            Kind::Quant,
+            vec![wbind, xb.clone(), Bind::act(out)],
+            FusedPush {
+                src_offset: x_offset,
+                ..FusedPush::default()
+            },
+        ),
+        Source::Norm {
+            src,
+            w: nw,
+            src_offset,
+            eps,
+            write,
+        } => {
+            let mut binds = vec![wbind, src.clone(), Bind::act(out), nw.clone()];
+            if *write {
+                binds.push(xb.clone());
+            }
+            let kind = if *write { Kind::NormOut } else { Kind::Norm };
+            let f = FusedPush {
+                src_offset: *src_offset,
+                pro_out_offset: x_offset,
+                eps: *eps,
+                ..FusedPush::default()
+            };
+            (kind, binds, f)
+        }
+    };
+    let shader = variants(kind)[t].expect("every family has the same types");
+    let groups = b.groups_1d(shader, wgs as u64 * u64::from(shader.local_size[0]));
+    b.dispatch(shader, &binds, &MatvecFusedPush { w, f }, groups);
+    b.norm_prologue = match source {
+        Source::Norm {
+            src,
+            w,
+            src_offset,
+            eps,
+            ..
+        } => Some(NormPrologue {
+            out: xb,
+            src,
+            w,
+            src_offset,
+            eps,
+            at: (b.stats.submissions, b.cmds.len()),
+        }),
+        Source::Quant => None,
+    };
+    true
+}
+
+/// The norm whose output `x` is, when the matvec can compute it itself:
+/// the RMS norm recorded last (one group of the whole row, with its
+/// weight, not in place), which is then dropped; or the norm the last
+/// recorded fused matvec computed.
+fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
+    if let Some(n) = &b.norm_prologue {
+        if n.at == (b.stats.submissions, b.cmds.len()) && n.out == *xb {
+            return Some(Source::Norm {
+                src: n.src.clone(),
+                w: n.w.clone(),
+                src_offset: n.src_offset,
+                eps: n.eps,
+                write: false,
+            });
+        }
+    }
+    let last = b.last_dispatch()?;
+    if last.shader.index != shaders::RMS_NORM_W.index {
+        return None;
+    }
+    let field = |at: usize| read_u32(last.push, at);
+    let n_groups = field(std::mem::offset_of!(RmsNormPush, n_groups));
+    let group = field(std::mem::offset_of!(RmsNormPush, group));
+    let src_offset = field(std::mem::offset_of!(RmsNormPush, x_offset));
+    let eps = f32::from_bits(field(std::mem::offset_of!(RmsNormPush, eps)));
+    // Bindings x, out, w.
+    let [src, dst, w] = [0, 1, 2].map(|i| Access::bind(&last.access[i]));
+    if n_groups != 1 || group as usize != x.width() || dst != *xb || overlaps(&src, &dst) {
+        return None;
+    }
+    b.cmds.pop();
+    Some(Source::Norm {
+        src,
+        w,
+        src_offset,
+        eps,
+        write: true,
+    })
+}
+
+/// Records `x += y` as the epilogue of the fused matvec recorded last,
+/// when that matvec wrote exactly `y` and touches nothing of `x`: its
+/// `EPI_ADD` variant replaces it. Returns whether it did.
+pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b) {
+        return false;
+    }
+    let Some(last) = b.last_dispatch() else {
+        return false;
+    };
+    let Some((kind, t)) = kind_of(last.shader) else {
+        return false;
+    };
+    if kind != Kind::Quant {
+        return false;
+    }
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let binds: Vec<Bind> = last.access.iter().map(Access::bind).collect();
+    // Bindings: weight, input, out, ...
+    if binds[2] != yb || binds.iter().any(|bd| overlaps(bd, &xb)) {
+        return false;
+    }
+    let shader = variants(Kind::QuantAdd)[t].expect("every family has the same types");
+    let mut push = last.push.to_vec();
+    let at = std::mem::offset_of!(MatvecFusedPush, f) + std::mem::offset_of!(FusedPush, res_offset);
+    push[at..at + 4].copy_from_slice(&u32_of(x.elems().start, "offset").to_le_bytes());
+    let groups = last.groups;
+    let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
+    b.cmds.pop();
+    b.dispatch_bytes(shader, &binds, push, groups);
+    true
+}

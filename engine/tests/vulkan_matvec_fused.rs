@@ -1,0 +1,113 @@
+//! The decode matvec fused with its neighbours (`op_matvec_fused.rs`,
+//! `shaders/matvec.comp`'s PRO_* / EPI_ADD variants) against the same ops
+//! unfused, on the GPU kernel layout: a layer's chain (norm, two products
+//! of the normed row, a product of an f32 row, the residual add) recorded
+//! with the fusions on and off writes the same bits everywhere, in fewer
+//! dispatches; where a fusion does not apply (a row over 3072, a K-quant
+//! weight, an output of more than 1024 workgroups) the counts are the
+//! unfused ones. The normed row is also the CPU's, bit for bit.
+
+use crate::vulkan_support;
+
+use engine::ggml_type::GgmlType;
+use engine::ops::{Ops, WeightSource};
+use engine::vulkan::KernelLayout;
+use vulkan_support::weights::weight;
+use vulkan_support::{bits, values, Both, Pair};
+
+/// One run of the chain: (h, o1, o2, o3, x after the add) read back, and
+/// the dispatches it took.
+fn chain(
+    p: &mut Pair,
+    fused: bool,
+    ws: &[(engine::ops::Weight, engine::ops::Weight); 4],
+    x0: &[f32],
+    dims: (usize, usize, usize),
+) -> (Vec<Vec<f32>>, usize) {
+    let (d, m1, m2) = dims;
+    p.gpu.set_matvec_fusion(fused);
+    let x = p.act(1, d, x0);
+    let h = p.zeros(1, d);
+    let o1 = p.zeros(1, m1);
+    let o2 = p.zeros(1, m2);
+    let o3 = p.zeros(1, d);
+    let before = p.gpu.stats().dispatches;
+    // As a layer records them: norm, two products of its output (Q and K;
+    // gate and up), a product of an f32 row (the attention output into
+    // the output projection), the residual add.
+    p.gpu.rms_norm(x.gpu, Some(ws[0].1), 1e-5, d, h.gpu);
+    p.gpu.matmul(ws[1].1, h.gpu, o1.gpu);
+    p.gpu.matmul(ws[2].1, h.gpu, o2.gpu);
+    p.gpu.matmul(ws[3].1, o1.gpu, o3.gpu);
+    p.gpu.add(x.gpu, o3.gpu);
+    let read = |p: &mut Pair, a: Both| p.read(a).1;
+    let out = vec![
+        read(p, h),
+        read(p, o1),
+        read(p, o2),
+        read(p, o3),
+        read(p, x),
+    ];
+    // Five transfers: the first one submitted the chain.
+    (out, p.gpu.stats().dispatches - before)
+}
+
+#[test]
+fn fused_decode_matvecs_write_the_unfused_bits() {
+    let mut p = Pair::new();
+    p.gpu.set_kernel_layout(KernelLayout::Gpu);
+    // (type of the products, d, m1, m2, dispatches unfused and fused).
+    // Unfused: the norm with its quantization, three products, the
+    // quantization of o1, the add; the norm and the quantization apart
+    // where the norm's group is over 3072 or the format Q8_K. Fused: one
+    // dispatch per product.
+    let cases = [
+        (GgmlType::Q4_0, 576, 576, 192, 6, 3),
+        (GgmlType::Q4_1, 576, 1536, 1536, 6, 3),
+        (GgmlType::Q5_0, 640, 1024, 256, 6, 3),
+        (GgmlType::Q5_1, 256, 3072, 64, 6, 3),
+        (GgmlType::Q8_0, 3072, 96, 32, 6, 3),
+        // A row past the 3072 the prologue holds: only o1's product (64
+        // wide) and the add fuse.
+        (GgmlType::Q4_1, 4096, 64, 32, 7, 5),
+        // Q8_K activations: no fused variant.
+        (GgmlType::Q4_K, 512, 256, 256, 7, 7),
+        // 8224 rows: 1028 workgroups of 8 rows (and o1 too long for W3's
+        // prologue); the second product reads the norm's quantization.
+        (GgmlType::Q8_0, 64, 8224, 32, 6, 6),
+    ];
+    for (case, &(ty, d, m1, m2, unfused, fused)) in cases.iter().enumerate() {
+        let seed = 900 + 10 * case as u64;
+        let what = format!("{} d {d} m1 {m1} m2 {m2}", ty.name());
+        let wn = values(seed, d);
+        let norm = WeightSource::from_f32("norm.weight", d, 1, &wn);
+        let (w1, _) = weight(ty, d, m1, seed + 1);
+        let (w2, _) = weight(ty, d, m2, seed + 2);
+        let (w3, _) = weight(ty, m1, d, seed + 3);
+        let ws = [p.weight(&norm), p.weight(&w1), p.weight(&w2), p.weight(&w3)];
+        let x0: Vec<f32> = values(seed + 4, d).iter().map(|v| v * 5.0).collect();
+        let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2));
+        let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2));
+        for (name, (a, b)) in ["h", "o1", "o2", "o3", "x"]
+            .iter()
+            .zip(want.iter().zip(&got))
+        {
+            assert!(
+                bits(a) == bits(b),
+                "{what}: {name} differs from the unfused bits"
+            );
+        }
+        assert_eq!(plain, unfused, "{what}: unfused dispatches");
+        assert_eq!(fewer, fused, "{what}: fused dispatches");
+        // The norm is the CPU's.
+        let x = p.act(1, d, &x0);
+        let h = p.zeros(1, d);
+        p.cpu.rms_norm(x.cpu, Some(ws[0].0), 1e-5, d, h.cpu);
+        let (c, _) = p.read(h);
+        assert!(
+            bits(&c) == bits(&want[0]),
+            "{what}: the norm differs from the CPU's"
+        );
+    }
+    p.finish("fused matvecs");
+}
