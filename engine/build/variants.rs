@@ -89,6 +89,14 @@ pub const ONCE: &[Once] = &[
     ("glu_q8_0", "glu_quant.comp", &[("ACT_Q8_0", "1")]),
     ("glu_q8_1", "glu_quant.comp", &[("ACT_Q8_1", "1")]),
     ("kv_write_f32", "kv_write.comp", &[]),
+    ("rope", "rope.comp", &[]),
+    // RoPE of K fused with its cache write (op_attention.rs).
+    ("rope_kv_f32", "rope.comp", &[("KV_WRITE", "1")]),
+    (
+        "rope_kv_f16",
+        "rope.comp",
+        &[("KV_WRITE", "1"), ("KV_F16", "1")],
+    ),
     ("kv_write_f16", "kv_write.comp", &[("KV_F16", "1")]),
     // Activations in a weight type's dot format (ggml's vec_dot_type).
     ("quantize_q8_0", "quantize_act.comp", &[("ACT_Q8_0", "1")]),

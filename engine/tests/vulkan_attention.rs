@@ -499,3 +499,89 @@ fn split_k_decode_at_long_context_matches_cpu() {
         }
     }
 }
+
+/// RoPE of K fused with its cache write (`rope.comp` KV_WRITE, recorded
+/// when the K write follows the RoPE of exactly K with full rotation):
+/// the same bits as the RoPE and `kv_write.comp` apart (a read between
+/// them keeps them apart). Both pairings, f32 and f16 caches, one and
+/// three rows at a time, on every kernel layout the device runs; the
+/// roped K and the attention output (which reads every cached row) are
+/// compared bit for bit over five calls, and the fused calls take one
+/// dispatch fewer. A partial rotation (n_rot < head_dim) stays unfused.
+#[test]
+fn rope_fused_with_the_k_cache_write_writes_the_same_bits() {
+    use engine::ops::{RopeParams, RopeStyle};
+    let mut p = Pair::new();
+    let (nh, nkv, d) = (4, 2, 64);
+    let ap = AttnParams {
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: d,
+        head_dim_v: d,
+        scale: 0.125,
+        window: None,
+        softcap: None,
+    };
+    let mut fused_calls = 0;
+    for layout in p.layouts() {
+        p.gpu.set_kernel_layout(layout);
+        for style in [RopeStyle::Norm, RopeStyle::Neox] {
+            for ty in [KvType::F32, KvType::F16] {
+                for (t, n_rot) in [(1, d), (3, d), (1, d / 2)] {
+                    let rp = RopeParams {
+                        style,
+                        head_dim: d,
+                        n_rot,
+                        base: 10000.0,
+                        freq_scale: 1.0,
+                    };
+                    let what = format!("{layout:?} {style:?} {ty:?} rows {t} n_rot {n_rot}");
+                    // (apart, fused): the roped K and the output of each call.
+                    let mut runs = Vec::new();
+                    for fused in [false, true] {
+                        let kv = p.gpu.alloc_kv(16, nkv * d, nkv * d, ty).unwrap();
+                        let mut got = Vec::new();
+                        for call in 0..5usize {
+                            let s = 700 + 10 * call as u64;
+                            let q = p.gpu.alloc(t, nh * d).unwrap();
+                            let k = p.gpu.alloc(t, nkv * d).unwrap();
+                            let v = p.gpu.alloc(t, nkv * d).unwrap();
+                            let out = p.gpu.alloc(t, nh * d).unwrap();
+                            p.gpu.write(q, &values(s, t * nh * d)).unwrap();
+                            p.gpu.write(k, &values(s + 1, t * nkv * d)).unwrap();
+                            p.gpu.write(v, &values(s + 2, t * nkv * d)).unwrap();
+                            let pos0 = call * t;
+                            let before = p.gpu.stats().dispatches;
+                            p.gpu.rope(q, &rp, pos0);
+                            p.gpu.rope(k, &rp, pos0);
+                            let mut kr = vec![0.0; t * nkv * d];
+                            if !fused {
+                                p.gpu.read(k, &mut kr).unwrap();
+                            }
+                            p.gpu.attention(kv, q, k, v, out, pos0, &ap);
+                            let mut o = vec![0.0; t * nh * d];
+                            p.gpu.read(out, &mut o).unwrap();
+                            if fused {
+                                p.gpu.read(k, &mut kr).unwrap();
+                                let n = p.gpu.stats().dispatches - before;
+                                // RoPE q, RoPE k, the K and V writes, the
+                                // attention; the K write within the RoPE.
+                                let want = if n_rot == d { 4 } else { 5 };
+                                assert_eq!(n, want, "{what}: dispatches");
+                                fused_calls += usize::from(n_rot == d);
+                            }
+                            got.push((bits(&kr), bits(&o)));
+                        }
+                        runs.push(got);
+                    }
+                    for (call, (a, b)) in runs[0].iter().zip(&runs[1]).enumerate() {
+                        assert!(a.0 == b.0, "{what}: call {call}: roped K differs");
+                        assert!(a.1 == b.1, "{what}: call {call}: attention output differs");
+                    }
+                }
+            }
+        }
+    }
+    assert!(fused_calls >= 40, "{fused_calls} fused calls");
+    p.finish("rope fused with the K write");
+}

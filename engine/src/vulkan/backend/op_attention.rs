@@ -18,6 +18,7 @@
 //! commands are then the same at every position, and a recorded step
 //! replays ([`super::replay`]).
 
+use super::op_elementwise::RopePush;
 use super::{Bind, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
 use crate::ops::{Act, AttnParams, Kv, KvType};
@@ -197,6 +198,9 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         pos0
     };
     let (_, pos_at) = b.stage_u32(&[u32_of(pos0, "position")]);
+    if fuse_rope_into_write(b, kv, buf, width, src, pos_at) {
+        return;
+    }
     let n = src.rows() * width;
     let (shader, invocations) = match kv.ty {
         KvType::F32 => (&shaders::KV_WRITE_F32, n),
@@ -220,6 +224,68 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         &push,
         groups,
     );
+}
+
+/// Records the write of `src` (at the position in inbox word `pos_at`) into
+/// the cache `buf` within the RoPE recorded last, when that RoPE rotated
+/// exactly `src`, all of each head (n_rot = head_dim) in an even number
+/// of pairs: `shaders/rope.comp`'s KV_WRITE variant replaces it. The K
+/// cache write then runs beside the V one instead of after a barrier; the
+/// same bits. Returns whether it did.
+fn fuse_rope_into_write(
+    b: &mut VulkanBackend,
+    kv: &GpuKv,
+    buf: u32,
+    width: usize,
+    src: Act,
+    pos_at: u32,
+) -> bool {
+    let Some(super::LastDispatch {
+        shader,
+        push,
+        access,
+        ..
+    }) = b.last_dispatch()
+    else {
+        return false;
+    };
+    if shader.index != shaders::ROPE.index {
+        return false;
+    }
+    let field = |at: usize| u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"));
+    let head_dim = field(std::mem::offset_of!(RopePush, head_dim));
+    let half_rot = field(std::mem::offset_of!(RopePush, half_rot));
+    let rope_pos_at = field(std::mem::offset_of!(RopePush, pos_at));
+    let x = Bind::act(src);
+    if access[0].buf != x.buf
+        || access[0].range != x.bytes
+        || 2 * half_rot != head_dim
+        || half_rot % 2 != 0
+        || src.width() != width
+    {
+        return false;
+    }
+    let fused = match kv.ty {
+        KvType::F32 => &shaders::ROPE_KV_F32,
+        KvType::F16 => &shaders::ROPE_KV_F16,
+    };
+    let (lo, hi) = (rope_pos_at.min(pos_at), rope_pos_at.max(pos_at));
+    // Both positions: the inbox words from the lower to the higher.
+    let steps = Bind {
+        bytes: Bind::step(lo).bytes.start..Bind::step(hi).bytes.end,
+        ..Bind::step(lo)
+    };
+    let dst = Bind {
+        buf,
+        bytes: cache_bytes(kv, 0, kv.n_ctx * width),
+    };
+    let mut bytes = push.to_vec();
+    bytes.extend_from_slice(&pos_at.to_le_bytes());
+    let rows = src.rows() as u64;
+    b.cmds.pop();
+    let groups = b.groups_1d(fused, rows * u64::from(half_rot / 2));
+    b.dispatch_bytes(fused, &[x, steps, dst], bytes, groups);
+    true
 }
 
 #[allow(clippy::too_many_arguments)]
