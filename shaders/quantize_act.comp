@@ -5,7 +5,7 @@
 // ACT_Q8_K. Block layouts and the integer arithmetic: common/act.glsl.
 //
 // Q8_0 / Q8_1: eight invocations per block of 32 elements (a segment),
-// each writing one word of four quants. Q8_K: one invocation per segment,
+// each writing one word of four quants (common/quant_row.glsl). Q8_K: one invocation per segment,
 // an eighth of a block (the eight segments of a block share a workgroup:
 // 64 invocations, aligned, and meet in shared memory).
 // Bindings: 0 = x (f32 elements), 1 = out (u32 words). Push: n_seg
@@ -29,50 +29,20 @@ layout(push_constant) uniform Push {
 
 #if defined(ACT_Q8_0) || defined(ACT_Q8_1)
 
-#ifdef ACT_Q8_1
-// Each invocation's sum of its four quants, for the block's s.
-shared int part_sum[64];
-#endif
+// A workgroup quantizes eight blocks (the row quantizer of
+// common/quant_row.glsl, eight invocations per block).
+#define QUANT_WG 64u
+#define QV(i) X[x0 + (i)]
+#define QSTORE(w, v) O[w] = (v)
+uint x0;
+#include "quant_row.glsl"
 
 void main() {
-    // Eight invocations per block (aligned in the workgroup): invocation w
-    // of a block writes quants 4w .. 4w + 3, its word w; every one of them
-    // finds the block's amax and scale (the same bits), so that each does
-    // a quarter of a segment's products, not all 32.
-    uint inv = global_index_1d();
-    uint seg = inv / 8u;
-    uint w = inv % 8u;
-    bool live = seg < p.n_seg;
-    uint x0 = p.x_offset + 32u * seg;
-    uint o = p.out_offset + 9u * seg;
-    uint d = 0u;
-    int sum = 0;
-    if (live) {
-        uint amax = 0u;
-        for (uint i = 0u; i < 32u; i++) {
-            amax = q8_amax_step(amax, floatBitsToUint(X[x0 + i]));
-        }
-        uint id;
-        q8_scales(amax, d, id);
-        uint word = 0u;
-        for (uint j = 0u; j < 4u; j++) {
-            int q = q8_quant(floatBitsToUint(X[x0 + 4u * w + j]), id);
-            sum += q; // wraps, as ggml's epi32 sums
-            word |= (uint(clamp(q, -128, 127)) & 0xffu) << (8u * j);
-        }
-        O[o + 1u + w] = word;
-    }
-#ifdef ACT_Q8_1
-    part_sum[gl_LocalInvocationID.x] = sum;
-    barrier();
-    // The block's sum (of wrapping 32-bit adds: any order gives the same).
-    for (uint k = 1u; k < 8u; k++) {
-        sum += part_sum[(gl_LocalInvocationID.x & ~7u) + (w + k) % 8u];
-    }
-#endif
-    if (live && w == 0u) {
-        O[o] = q8_head(d, sum);
-    }
+    uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint seg0 = 8u * g;
+    uint segs = seg0 < p.n_seg ? min(8u, p.n_seg - seg0) : 0u;
+    x0 = p.x_offset + 32u * seg0;
+    quant_row(gl_LocalInvocationID.x, 32u * segs, p.out_offset + 9u * seg0);
 }
 
 #elif defined(ACT_Q8_K)

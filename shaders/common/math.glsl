@@ -196,18 +196,24 @@ uint div_rn(uint a, uint b) {
         ma <<= 1;
         ex -= 1;
     }
-    // 26 quotient bits: 1.xxx with 25 fraction bits; rem for the sticky bit.
-    uint rem = ma;
-    uint q = 0u;
-    for (uint i = 0u; i < 26u; i++) {
-        q <<= 1;
-        if (rem >= mb) {
-            rem -= mb;
-            q |= 1u;
-        }
-        rem <<= 1;
+    // 26 quotient bits, q = floor(ma 2^25 / mb) (1.xxx with 25 fraction
+    // bits), and whether a remainder is left (the sticky bit). The
+    // driver's float division gives q to a few units (ma, mb and 2^25 are
+    // exact floats); the exact remainder ma 2^25 - q mb, under 2^31 in
+    // magnitude that close, is the same in wrapping 32-bit arithmetic, and
+    // settles q.
+    float est = float(ma) / float(mb) * 33554432.0;
+    uint q = uint(clamp(est, 33554432.0, 67108863.0));
+    int rem = int((ma << 25) - q * mb);
+    for (uint i = 0u; i < 64u && rem < 0; i++) {
+        q -= 1u;
+        rem += int(mb);
     }
-    bool sticky = rem != 0u;
+    for (uint i = 0u; i < 64u && rem >= int(mb); i++) {
+        q += 1u;
+        rem -= int(mb);
+    }
+    bool sticky = rem != 0;
     // value = q * 2^(ex - 25); normal significands drop 2 bits.
     int be = ex + 127; // biased exponent of a normal result
     uint drop = be >= 1 ? 2u : uint(2 - be + 1);

@@ -13,7 +13,9 @@
 //
 // The includer defines RMS_WG (its workgroup size, a power of two) and
 // RMS_VAL(a, b, c): element c of the group, from the two values a and b it
-// passes to rms_scale (say a base offset and a group index).
+// passes to rms_scale (say a base offset and a group index); it may define
+// RMS_EXTRA(c), run beside each read of element c (say a load of the
+// weight's element c, so that it overlaps the sums).
 #ifndef SHARPI_RMS_GLSL
 #define SHARPI_RMS_GLSL
 
@@ -49,6 +51,9 @@ void rms_sum_squares(uint a, uint b, uint n, uint tid, float s_mul) {
     precise float lo = 0.0;
     for (uint c = tid; c < n; c += RMS_WG) {
         precise float v = RMS_VAL(a, b, c);
+#ifdef RMS_EXTRA
+        RMS_EXTRA(c);
+#endif
         precise float sq = (v * v) * s_mul;
         precise float s = hi + sq;
         precise float bb = s - hi;
