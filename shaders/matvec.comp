@@ -28,8 +28,14 @@
 //              binary.comp computes it;
 // with PRO_OUT, workgroup 0 also writes those f32 values (the unfused op's
 // output) to binding 4. EPI_ADD: each result is also added to the residual
-// (the next binding), r[i] = r[i] + out[i], as binary.comp adds. The same
-// bits as the unfused ops; one dispatch and one barrier fewer for each.
+// (the next binding), r[i] = r[i] + out[i], as binary.comp adds.
+// PAIR_GLU (with PRO_NORM and PRO_OUT): two products of the normed row at
+// once, the gate's (binding 0, out at binding 2) and the up projection's
+// (binding 5, out at binding 6 from element res_offset), ROWS_PER_WG / 2
+// rows of each per workgroup, and the gated unit of the two
+// (FusedPush.op) written in place of the gate's result, as binary.comp's
+// in-place SwiGLU / GeGLU leaves it. The same bits as the unfused ops;
+// one dispatch and one barrier fewer for each.
 // Push: WeightPush, FusedPush.
 
 #include "weights.glsl"
@@ -60,6 +66,16 @@ layout(set = 0, binding = 3, std430) readonly buffer It { float IDS[]; };
 layout(push_constant) uniform Push { WeightPush p; IdPush q; };
 #else
 layout(push_constant) uniform Push { WeightPush p; };
+#endif
+
+#ifdef PAIR_GLU
+layout(set = 0, binding = 5, std430) readonly buffer Wt2 { uint W2[]; };
+layout(set = 0, binding = 6, std430) writeonly buffer Ot2 { float O2[]; };
+// Which weight this invocation's row reads (uniform over a subgroup of
+// whole rows).
+bool use_w2 = false;
+#define WORD(i) (use_w2 ? W2[i] : W[i])
+#define RP (ROWS_PER_WG / 2u)
 #endif
 
 #include "blocks.glsl"
@@ -106,7 +122,7 @@ shared uint SA[MAX_K / 32u * 9u];
 #define RMS_EXTRA(c) row_vals[c] = AUX[f.aux_offset + (c)]
 #include "rms.glsl"
 #endif
-#ifdef PRO_GLU
+#if defined(PRO_GLU) || defined(PAIR_GLU)
 #include "glu.glsl"
 #endif
 #define TPR (WG / ROWS_PER_WG)
@@ -211,6 +227,16 @@ void main() {
         O[oo + row0 + tid] = red[tid * WG];
     }
 #else
+#ifdef PAIR_GLU
+    uint row0 = wgi * RP;
+    if (row0 >= p.rows) {
+        return; // the whole workgroup
+    }
+    uint r = tid / TPR;
+    uint lane = tid % TPR;
+    uint row = row0 + r % RP;
+    use_w2 = r >= RP;
+#else
     uint row0 = wgi * ROWS_PER_WG;
     if (row0 >= p.rows) {
         return; // the whole workgroup
@@ -218,6 +244,7 @@ void main() {
     uint r = tid / TPR;
     uint lane = tid % TPR;
     uint row = row0 + r;
+#endif
     float acc[1];
     acc[0] = 0.0;
 #ifdef PROLOGUE
@@ -227,7 +254,7 @@ void main() {
     // matvec never pushes (units is 0), so the compiler keeps the load.
     uint early = 0u;
     if (row < p.rows && lane < nb) {
-        early = W[(wb + row * p.row_bytes + lane * BLOCK_BYTES) >> 2];
+        early = WORD((wb + row * p.row_bytes + lane * BLOCK_BYTES) >> 2);
     }
     prologue(tid, wgi == 0u);
     xo = 0u; // the blocks in SA
@@ -251,6 +278,16 @@ void main() {
         }
         barrier();
     }
+#ifdef PAIR_GLU
+    // The gate's row r and the up projection's row r + RP, after the
+    // reduction's last barrier.
+    if (lane == 0u && r < RP && row < p.rows) {
+        float g = red[tid];
+        float u = red[tid + RP * TPR];
+        O[oo + row] = f.op == 0u ? swiglu(g, u) : geglu(g, u);
+        O2[f.res_offset + p.col0 + row] = u;
+    }
+#else
     if (lane == 0u && row < p.rows) {
         float v = red[tid];
         O[oo + row] = v;
@@ -259,5 +296,6 @@ void main() {
         R[ri] = R[ri] + v;
 #endif
     }
+#endif
 #endif
 }

@@ -271,6 +271,13 @@ fn pro_norm_out(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     fused(ty, &[("PRO_NORM", "1"), ("PRO_OUT", "1")])
 }
 
+fn pro_norm_out_glu(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(
+        ty,
+        &[("PRO_NORM", "1"), ("PRO_OUT", "1"), ("PAIR_GLU", "1")],
+    )
+}
+
 /// The products for CPU Vulkan implementations (`shaders/matmul_cpu.comp`):
 /// ROWS weight rows for TOKENS activation rows per invocation. Measured on
 /// lavapipe (2 cores, Q4_1 576x1536): decode is fastest at 1 row (2 for the
@@ -388,6 +395,12 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec_norm_out",
         source: "matvec.comp",
         extra: pro_norm_out,
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "matvec_norm_out_glu",
+        source: "matvec.comp",
+        extra: pro_norm_out_glu,
         only: Some(q8_legacy),
     },
     PerType {

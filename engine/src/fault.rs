@@ -29,7 +29,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ),
     (
         "missing-barrier",
-        "vulkan recorder: no barrier between a residual add and the norm that reads it (while injected the add is not fused into the norm)",
+        "vulkan recorder: no barrier between a residual add and the norm that reads it (while injected the add is fused neither into the norm nor into the matvec before it, nor the norm into the matvec after it)",
     ),
     (
         "gpu-softmax-unshifted",
@@ -37,7 +37,7 @@ pub const FAULTS: &[(&str, &str)] = &[
     ),
     (
         "gpu-act-f16-truncate",
-        "vulkan op_quantize: the activation quantizer's f16 block scale (Q8_0, Q8_1) truncated instead of rounded to nearest even",
+        "vulkan op_quantize: the activation quantizer's f16 block scale (Q8_0, Q8_1) truncated instead of rounded to nearest even (while injected the decode matvec does not quantize its input itself)",
     ),
     (
         "gpu-embed-row",

@@ -5,24 +5,29 @@
 //! with the fusions on and off writes the same bits everywhere, in fewer
 //! dispatches; where a fusion does not apply (a row over 3072, a K-quant
 //! weight, an output of more than 1024 workgroups) the counts are the
-//! unfused ones. The normed row is also the CPU's, bit for bit.
+//! unfused ones; with a gated unit between the two products and the third
+//! (a feed-forward block), the two products and the unit are one dispatch.
+//! The normed row is also the CPU's, bit for bit.
 
 use crate::vulkan_support;
 
 use engine::ggml_type::GgmlType;
-use engine::ops::{Ops, WeightSource};
+use engine::ops::{GluKind, Ops, WeightSource};
 use engine::vulkan::KernelLayout;
 use vulkan_support::weights::weight;
 use vulkan_support::{bits, values, Both, Pair};
 
 /// One run of the chain: (h, o1, o2, o3, x after the add) read back, and
-/// the dispatches it took.
+/// the dispatches it took. With `glu`, o1 = glu(o1, o2) before o1's
+/// product (a feed-forward block: o1 the gate, o2 the up projection,
+/// recorded first when `up_first`).
 fn chain(
     p: &mut Pair,
     fused: bool,
     ws: &[(engine::ops::Weight, engine::ops::Weight); 4],
     x0: &[f32],
     dims: (usize, usize, usize),
+    glu: Option<(GluKind, bool)>,
 ) -> (Vec<Vec<f32>>, usize) {
     let (d, m1, m2) = dims;
     p.gpu.set_matvec_fusion(fused);
@@ -36,8 +41,16 @@ fn chain(
     // gate and up), a product of an f32 row (the attention output into
     // the output projection), the residual add.
     p.gpu.rms_norm(x.gpu, Some(ws[0].1), 1e-5, d, h.gpu);
-    p.gpu.matmul(ws[1].1, h.gpu, o1.gpu);
-    p.gpu.matmul(ws[2].1, h.gpu, o2.gpu);
+    if glu.is_some_and(|(_, up_first)| up_first) {
+        p.gpu.matmul(ws[2].1, h.gpu, o2.gpu);
+        p.gpu.matmul(ws[1].1, h.gpu, o1.gpu);
+    } else {
+        p.gpu.matmul(ws[1].1, h.gpu, o1.gpu);
+        p.gpu.matmul(ws[2].1, h.gpu, o2.gpu);
+    }
+    if let Some((kind, _)) = glu {
+        p.gpu.glu(kind, o1.gpu, o2.gpu);
+    }
     p.gpu.matmul(ws[3].1, o1.gpu, o3.gpu);
     p.gpu.add(x.gpu, o3.gpu);
     let read = |p: &mut Pair, a: Both| p.read(a).1;
@@ -52,10 +65,23 @@ fn chain(
     (out, p.gpu.stats().dispatches - before)
 }
 
+fn same_bits(what: &str, want: &[Vec<f32>], got: &[Vec<f32>]) {
+    for (name, (a, b)) in ["h", "o1", "o2", "o3", "x"]
+        .iter()
+        .zip(want.iter().zip(got))
+    {
+        assert!(
+            bits(a) == bits(b),
+            "{what}: {name} differs from the unfused bits"
+        );
+    }
+}
+
 #[test]
 fn fused_decode_matvecs_write_the_unfused_bits() {
     let mut p = Pair::new();
     p.gpu.set_kernel_layout(KernelLayout::Gpu);
+    let mut glu_runs = 0;
     // (type of the products, d, m1, m2, dispatches unfused and fused).
     // Unfused: the norm with its quantization, three products, the
     // quantization of o1, the add; the norm and the quantization apart
@@ -64,7 +90,7 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
     let cases = [
         (GgmlType::Q4_0, 576, 576, 192, 6, 3),
         (GgmlType::Q4_1, 576, 1536, 1536, 6, 3),
-        (GgmlType::Q5_0, 640, 1024, 256, 6, 3),
+        (GgmlType::Q5_0, 640, 1024, 1024, 6, 3),
         (GgmlType::Q5_1, 256, 3072, 64, 6, 3),
         (GgmlType::Q8_0, 3072, 96, 32, 6, 3),
         // A row past the 3072 the prologue holds: only o1's product (64
@@ -86,19 +112,36 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
         let (w3, _) = weight(ty, m1, d, seed + 3);
         let ws = [p.weight(&norm), p.weight(&w1), p.weight(&w2), p.weight(&w3)];
         let x0: Vec<f32> = values(seed + 4, d).iter().map(|v| v * 5.0).collect();
-        let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2));
-        let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2));
-        for (name, (a, b)) in ["h", "o1", "o2", "o3", "x"]
-            .iter()
-            .zip(want.iter().zip(&got))
-        {
-            assert!(
-                bits(a) == bits(b),
-                "{what}: {name} differs from the unfused bits"
-            );
-        }
+        let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2), None);
+        let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2), None);
+        same_bits(&what, &want, &got);
         assert_eq!(plain, unfused, "{what}: unfused dispatches");
         assert_eq!(fewer, fused, "{what}: fused dispatches");
+        if m1 == m2 {
+            // A feed-forward block: unfused, the gated unit takes the
+            // quantization of o1 in (the same count); fused, the two
+            // products and the unit are one dispatch where the products
+            // were fused. Q8_K: the unit is a dispatch of its own either
+            // way.
+            for (i, kind) in [GluKind::SwiGlu, GluKind::GeGluTanh]
+                .into_iter()
+                .enumerate()
+            {
+                let up_first = (case + i) % 2 == 0;
+                let glu = Some((kind, up_first));
+                let what = format!("{what} {kind:?} up first {up_first}");
+                let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2), glu);
+                let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2), glu);
+                same_bits(&what, &want, &got);
+                let counts = if fused == 3 {
+                    (unfused, 2)
+                } else {
+                    (unfused + 1, fused + 1)
+                };
+                assert_eq!((plain, fewer), counts, "{what}: dispatches");
+                glu_runs += usize::from(fused == 3);
+            }
+        }
         // The norm is the CPU's.
         let x = p.act(1, d, &x0);
         let h = p.zeros(1, d);
@@ -109,5 +152,6 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
             "{what}: the norm differs from the CPU's"
         );
     }
+    assert_eq!(glu_runs, 4);
     p.finish("fused matvecs");
 }

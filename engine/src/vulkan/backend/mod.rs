@@ -413,7 +413,14 @@ impl VulkanBackend {
     /// The command recorded last when it is a dispatch (a fusion replaces
     /// it).
     pub(super) fn last_dispatch(&self) -> Option<LastDispatch<'_>> {
-        match self.cmds.last()? {
+        self.dispatch_back(0)
+    }
+
+    /// The command recorded `back` commands before the last one, when it
+    /// is a dispatch.
+    pub(super) fn dispatch_back(&self, back: usize) -> Option<LastDispatch<'_>> {
+        let i = self.cmds.len().checked_sub(back + 1)?;
+        match &self.cmds[i] {
             Cmd::Dispatch {
                 shader,
                 push,

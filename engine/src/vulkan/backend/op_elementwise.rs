@@ -116,6 +116,11 @@ pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
     if op == BinaryOp::Add && super::op_matvec_fused::add_into_matvec(b, x, y) {
         return;
     }
+    if let BinaryOp::Glu(kind) = op {
+        if super::op_matvec_fused::glu_into_matvecs(b, kind, x, y) {
+            return;
+        }
+    }
     let n = x.len() as u32;
     let push = BinaryPush {
         n,

@@ -10,7 +10,9 @@
 //! norm's f32 output, which the later products of the same input skip);
 //! `quantize -> matvec` (the attention output, the gated unit's) becomes a
 //! matvec that quantizes its input itself; a residual add `x += out` right
-//! after such a matvec becomes its epilogue. Each is a peephole on the last
+//! after such a matvec becomes its epilogue; the gated unit of two such
+//! products of one normed row (gate and up) becomes one dispatch of both
+//! with the unit in its epilogue. Each is a peephole on the last
 //! recorded command, like the fusions of `op_quantize.rs`: the model code
 //! records the same ops on every backend. The same bits as the unfused ops
 //! (tests: `engine/tests/vulkan_matvec_fused.rs`); per transformer layer
@@ -27,7 +29,7 @@ use super::op_quantize::{act_format, holds};
 use super::{Bind, GpuWeight, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::weight_index;
-use crate::ops::Act;
+use crate::ops::{Act, GluKind};
 use crate::vulkan::{shaders, PushConstants, Shader};
 
 /// `FusedPush` of `shaders/matvec.comp`: element offsets of the f32 input
@@ -56,7 +58,9 @@ struct MatvecFusedPush {
 const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
 const _: () = assert!(PUSH_BYTES == 60);
 const _: () = {
-    use shaders::by_type::{MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_Q, MATVEC_Q_ADD};
+    use shaders::by_type::{
+        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_Q, MATVEC_Q_ADD,
+    };
     let mut t = 0;
     while t < MATVEC_Q.len() {
         let all = [
@@ -64,6 +68,7 @@ const _: () = {
             MATVEC_Q_ADD[t],
             MATVEC_NORM[t],
             MATVEC_NORM_OUT[t],
+            MATVEC_NORM_OUT_GLU[t],
         ];
         let mut i = 0;
         while i < all.len() {
@@ -96,6 +101,7 @@ enum Kind {
     QuantAdd,
     Norm,
     NormOut,
+    NormOutGlu,
 }
 
 fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
@@ -105,18 +111,21 @@ fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
         Kind::QuantAdd => &t::MATVEC_Q_ADD,
         Kind::Norm => &t::MATVEC_NORM,
         Kind::NormOut => &t::MATVEC_NORM_OUT,
+        Kind::NormOutGlu => &t::MATVEC_NORM_OUT_GLU,
     }
 }
 
 /// The family and weight-type index of a fused variant.
 fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
     use Kind::*;
-    [Quant, QuantAdd, Norm, NormOut].into_iter().find_map(|k| {
-        variants(k)
-            .iter()
-            .position(|s| s.is_some_and(|s| s.index == shader.index))
-            .map(|t| (k, t))
-    })
+    [Quant, QuantAdd, Norm, NormOut, NormOutGlu]
+        .into_iter()
+        .find_map(|k| {
+            variants(k)
+                .iter()
+                .position(|s| s.is_some_and(|s| s.index == shader.index))
+                .map(|t| (k, t))
+        })
 }
 
 /// The norm a fused matvec computed in its prologue, for the next product
@@ -325,6 +334,85 @@ pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     let groups = last.groups;
     let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
     b.cmds.pop();
+    b.dispatch_bytes(shader, &binds, push, groups);
+    true
+}
+
+/// Records the gated unit `x = glu(x, y)` (x the gate's product, y the up
+/// projection's, in place as `binary.comp` computes it) within the two
+/// fused matvecs recorded last, when they are the two products of one
+/// normed row (the first writing the norm's output), of one weight type
+/// and shape, and wrote exactly `x` and `y`: `matvec.comp`'s PAIR_GLU
+/// variant replaces both. Returns whether it did.
+pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: Act) -> bool {
+    if !allowed(b) || x.rows() != 1 {
+        return false;
+    }
+    let (Some(first), Some(second)) = (b.dispatch_back(1), b.last_dispatch()) else {
+        return false;
+    };
+    let (Some((k1, t1)), Some((k2, t2))) = (kind_of(first.shader), kind_of(second.shader)) else {
+        return false;
+    };
+    if k1 != Kind::NormOut || k2 != Kind::Norm || t1 != t2 || first.groups != second.groups {
+        return false;
+    }
+    let b1: Vec<Bind> = first.access.iter().map(Access::bind).collect();
+    let b2: Vec<Bind> = second.access.iter().map(Access::bind).collect();
+    // Bindings: weight, norm input, out, norm weight (, norm output).
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let (gate, up) = if b1[2] == xb && b2[2] == yb {
+        (&b1, &b2)
+    } else if b2[2] == xb && b1[2] == yb {
+        (&b2, &b1)
+    } else {
+        return false;
+    };
+    let f_at = std::mem::offset_of!(MatvecFusedPush, f);
+    let w_at = std::mem::offset_of!(MatvecFusedPush, w);
+    let same_norm = b1[1] == b2[1]
+        && b1[3] == b2[3]
+        && first.push[f_at..f_at + 8] == second.push[f_at..f_at + 8]
+        && first.push[f_at + 16..f_at + 20] == second.push[f_at + 16..f_at + 20]
+        && first.push[w_at..w_at + 16] == second.push[w_at..w_at + 16];
+    if !same_norm {
+        return false;
+    }
+    let out_at = w_at + std::mem::offset_of!(WeightPush, out_offset);
+    let res_at = f_at + std::mem::offset_of!(FusedPush, res_offset);
+    let op_at = f_at + std::mem::offset_of!(FusedPush, op);
+    let (gate_push, up_push) = if b1[2] == xb {
+        (first.push, second.push)
+    } else {
+        (second.push, first.push)
+    };
+    let mut push = first.push.to_vec(); // the norm's output offset
+    push[out_at..out_at + 4].copy_from_slice(&gate_push[out_at..out_at + 4]);
+    push[res_at..res_at + 4].copy_from_slice(&up_push[out_at..out_at + 4]);
+    let op: u32 = match kind {
+        GluKind::SwiGlu => 0,
+        GluKind::GeGluTanh => 1,
+    };
+    push[op_at..op_at + 4].copy_from_slice(&op.to_le_bytes());
+    let shader = variants(Kind::NormOutGlu)[t1].expect("every family has the same types");
+    // Bindings: gate weight, norm input, gate out, norm weight, norm
+    // output, up weight, up out.
+    let binds = vec![
+        gate[0].clone(),
+        b1[1].clone(),
+        gate[2].clone(),
+        b1[3].clone(),
+        b1[4].clone(),
+        up[0].clone(),
+        up[2].clone(),
+    ];
+    let rows = u64::from(u32::from_le_bytes(
+        push[w_at + 8..w_at + 12].try_into().expect("four bytes"),
+    ));
+    let per = (matvec_rows(shader) / 2) as u64;
+    b.cmds.truncate(b.cmds.len() - 2);
+    b.norm_prologue = None;
+    let groups = b.groups_1d(shader, rows.div_ceil(per) * u64::from(shader.local_size[0]));
     b.dispatch_bytes(shader, &binds, push, groups);
     true
 }
