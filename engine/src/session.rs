@@ -242,6 +242,15 @@ impl Session {
         self.pos = 0;
     }
 
+    /// Keeps the first `pos` positions of the sequence and forgets the
+    /// rest (nothing when `pos` is past the current position): the next
+    /// token goes to `pos`, attending to positions `0..pos` as they were
+    /// computed. A conversation whose next turn shares a prefix with what
+    /// was processed reuses that prefix this way.
+    pub fn rewind(&mut self, pos: usize) {
+        self.pos = self.pos.min(pos);
+    }
+
     /// Processes a prompt (appended at the current position) and returns
     /// the last position's logits `[n_vocab]`.
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], SessionError> {

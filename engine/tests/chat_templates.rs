@@ -241,3 +241,68 @@ fn a_template_past_its_budget_refuses_later_renders() {
     );
     assert!(matches!(t.render(&msgs, true), Err(ChatError::Spent)));
 }
+
+/// A conversation with a system message and two user turns.
+fn two_turns() -> [Message; 4] {
+    [
+        Message::new("system", "Be brief."),
+        Message::new("user", " 2+2? "),
+        Message::new("assistant", "4"),
+        Message::new("user", "And 3+3?"),
+    ]
+}
+
+/// The built-in chatml renders what SmolLM2's own template renders (with
+/// a system message: SmolLM2's adds a default one when there is none).
+#[test]
+fn builtin_chatml_renders_as_smollm2s_own() {
+    use engine::chat::builtin;
+    let tok = smollm2();
+    let own = ChatTemplate::from_gguf(&open(SMOLLM2), tok).unwrap();
+    let built = ChatTemplate::for_tokenizer(builtin::source("chatml").unwrap(), tok).unwrap();
+    let all = two_turns();
+    for msgs in [&all[..], &all[..2], &all[..3]] {
+        for gen in [false, true] {
+            assert_eq!(
+                built.render(msgs, gen).unwrap(),
+                own.render(msgs, gen).unwrap(),
+                "{} messages, add_generation_prompt {gen}",
+                msgs.len()
+            );
+        }
+    }
+}
+
+/// The built-in gemma: Gemma's turns (the system message in front of the
+/// first user turn, the assistant as `model`, contents trimmed), written
+/// out by hand from Gemma 3's template.
+#[test]
+fn builtin_gemma_writes_gemma_turns() {
+    use engine::chat::builtin;
+    let t = ChatTemplate::new(builtin::source("gemma").unwrap(), "<bos>", "<eos>").unwrap();
+    let want = "<bos><start_of_turn>user\nBe brief.\n\n2+2?<end_of_turn>\n\
+                <start_of_turn>model\n4<end_of_turn>\n\
+                <start_of_turn>user\nAnd 3+3?<end_of_turn>\n\
+                <start_of_turn>model\n";
+    assert_eq!(t.render(&two_turns(), true).unwrap(), want);
+    let want = "<bos><start_of_turn>user\n2+2?<end_of_turn>\n";
+    assert_eq!(t.render(&two_turns()[1..2], false).unwrap(), want);
+}
+
+/// Every built-in compiles and renders a conversation with its markup
+/// around each message's text; names are not Jinja, sources are.
+#[test]
+fn every_builtin_template_renders() {
+    use engine::chat::builtin;
+    for name in builtin::names() {
+        let source = builtin::source(name).unwrap();
+        let t = ChatTemplate::new(source, "<s>", "</s>").unwrap();
+        let text = t.render(&two_turns(), true).unwrap();
+        for needle in ["Be brief.", "2+2?", "4", "And 3+3?"] {
+            assert!(text.contains(needle), "{name}: {text:?} lacks {needle:?}");
+        }
+        assert!(builtin::is_jinja(source));
+        assert!(!builtin::is_jinja(name));
+    }
+    assert!(builtin::source("no-such").is_none());
+}

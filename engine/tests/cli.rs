@@ -5,8 +5,12 @@
 #[path = "gguf_support/mod.rs"]
 mod gguf_support;
 
+#[path = "cli_chat.rs"]
+mod cli_chat;
 #[path = "cli_generate.rs"]
 mod cli_generate;
+#[path = "cli_generate_flags.rs"]
+mod cli_generate_flags;
 #[path = "cli_inspect.rs"]
 mod cli_inspect;
 #[path = "cli_perplexity.rs"]

@@ -22,6 +22,7 @@
 //!
 //! So any template gives a render or a one-line error, never an abort.
 
+pub mod builtin;
 mod data;
 mod limits;
 mod python;

@@ -7,7 +7,7 @@
 //! context. Counts and speeds go to stderr at the end; `--json` prints one
 //! object instead of the stream.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -167,6 +167,50 @@ pub struct GenerateArgs {
     /// KV cache element type.
     #[arg(long, value_enum, default_value = "f32")]
     pub kv_type: KvTypeArg,
+    /// Chat with the model (llama-cli's -cnv): turns read from stdin, the
+    /// conversation kept through the chat template with the KV cache of
+    /// earlier turns reused. The default when stdin is a terminal and no
+    /// prompt is given; -p/-f then is the first turn.
+    #[arg(long, conflicts_with_all = ["raw", "json"])]
+    pub conversation: bool,
+    /// Never chat: without -p/-f, an error (llama-cli's -no-cnv).
+    #[arg(long, conflicts_with = "conversation")]
+    pub no_conversation: bool,
+    /// The chat template: a built-in name (chatml, gemma, llama2, llama3,
+    /// phi3, zephyr) or Jinja text, instead of the model's.
+    #[arg(long, value_name = "NAME|TEXT", conflicts_with = "chat_template_file")]
+    pub chat_template: Option<String>,
+    /// Process escape sequences (\n, \r, \t, \', \", \\, \xHH) in the
+    /// prompt, the system prompt and the reverse prompts. Off by default
+    /// (llama-cli has it on).
+    #[arg(short = 'e', long)]
+    pub escape: bool,
+    /// Leave escape sequences as they are (the default).
+    #[arg(long, conflicts_with = "escape")]
+    pub no_escape: bool,
+    /// Stop generating when the output ends with TEXT (in a conversation:
+    /// hand the turn back). May be given more than once.
+    #[arg(short = 'r', long, value_name = "TEXT")]
+    pub reverse_prompt: Vec<String>,
+    /// Keep generating past end-of-generation tokens: they are never
+    /// sampled (their logits set to minus infinity).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Do not print the prompt before the output (sharpi never does; the
+    /// flag is accepted for llama-cli's command lines).
+    #[arg(long)]
+    pub no_display_prompt: bool,
+    /// Logical batch (llama-cli's -b): with --ubatch-size, the smaller is
+    /// the number of prompt tokens per forward pass. Changes speed, not
+    /// results.
+    #[arg(short = 'b', long, value_name = "N", value_parser = positive)]
+    pub batch_size: Option<usize>,
+    /// Prompt tokens per forward pass (llama-cli's -ub; default 512).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub ubatch_size: Option<usize>,
+    /// Color the conversation's input prompt on a terminal.
+    #[arg(long)]
+    pub color: bool,
     #[command(flatten)]
     pub devices: DeviceArgs,
 }
@@ -206,6 +250,10 @@ pub enum Stop {
     Length,
     /// The context is full.
     Context,
+    /// The output ended with the `-r` text of this index.
+    Reverse(usize),
+    /// Ctrl-C in a conversation.
+    Interrupted,
 }
 
 /// Counts and wall times of a run.
@@ -236,16 +284,32 @@ impl Timings {
 }
 
 /// One sampling step's best raw logits.
-type Top = Vec<(u32, f32)>;
+pub(super) type Top = Vec<(u32, f32)>;
+
+/// How a generation loop may stop besides `-n`, the context and an
+/// end-of-generation token.
+#[derive(Clone, Debug, Default)]
+pub struct Stops {
+    /// `-r`: texts the output may end with (escapes processed with `-e`).
+    pub reverse: Vec<String>,
+    /// `--ignore-eos`: end-of-generation tokens are never sampled.
+    pub ignore_eos: bool,
+}
 
 /// Runs generation as `args` says; text (or JSON) to `out`, the rest to
-/// stderr.
+/// stderr. Without a prompt, on a terminal (or with `--conversation`),
+/// a conversation ([`super::chat`]).
 pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let sampling = sampler_config(args, seed)?;
-    if args.prompt.is_none() && args.file.is_none() {
+    let conversation = args.conversation
+        || (!args.no_conversation
+            && args.prompt.is_none()
+            && args.file.is_none()
+            && std::io::stdin().is_terminal());
+    if !conversation && args.prompt.is_none() && args.file.is_none() {
         return Err(CliError::Usage(
-            "no prompt: give -p PROMPT or -f FILE".into(),
+            "no prompt: give -p PROMPT or -f FILE (or --conversation to chat)".into(),
         ));
     }
     let path = args
@@ -264,14 +328,28 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             args.repeat_last_n
         )));
     }
+    let unescape = |s: &str| {
+        if args.escape {
+            super::escape::unescape(s)
+        } else {
+            s.to_string()
+        }
+    };
+    let stops = Stops {
+        reverse: args.reverse_prompt.iter().map(|r| unescape(r)).collect(),
+        ignore_eos: args.ignore_eos,
+    };
+    if stops.reverse.iter().any(String::is_empty) {
+        return Err(CliError::Usage("an empty -r/--reverse-prompt".into()));
+    }
 
     let mut loaded = super::load::load(path, !args.raw)?;
     super::load::check_context(&loaded.model, args.ctx_size, "-c")?;
     let cfg = SessionConfig {
         n_ctx: args.ctx_size,
+        n_batch: batch_rows(args),
         kv_type: args.kv_type.kv_type(),
         threads: args.threads.unwrap_or(0),
-        ..SessionConfig::default()
     };
     let (n_ctx, _) = cfg
         .shape(loaded.model.hparams())
@@ -280,22 +358,53 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     // Text past what the context can hold is refused before it is read
     // whole, rendered or tokenized.
     let max_bytes = tok.max_text_bytes(n_ctx);
-    let text = prompt_text(args, tok, n_ctx)?;
-    if let (Some(f), false) = (&args.chat_template_file, args.raw) {
-        loaded.template = Some(template_file(f, tok)?);
-    }
-    let template = loaded.template.take().map(|t| {
+    let text = match (&args.prompt, &args.file) {
+        (None, None) => None,
+        _ => Some(unescape(&prompt_text(args, tok, n_ctx)?)),
+    };
+    let system = args.system_prompt.as_deref().map(unescape);
+    let (template, source) = if args.raw {
+        (None, String::new())
+    } else {
+        chosen_template(args, loaded.template.take(), tok)?
+    };
+    let template = template.map(|t| {
         t.with_limits(RenderLimits {
             output_bytes: max_bytes,
             ..RenderLimits::default()
         })
     });
+    if conversation {
+        let template = template.ok_or_else(|| {
+            CliError::Usage(
+                "a conversation needs a chat template and the model has none: \
+                 give --chat-template NAME|TEXT or --chat-template-file FILE"
+                    .into(),
+            )
+        })?;
+        let mut session = args.devices.session(loaded.model.clone(), &cfg)?;
+        let mut sampler = Sampler::new(window(sampling, args, session.n_ctx()))?;
+        let chat = super::chat::Chat {
+            args,
+            tok,
+            template: &template,
+            template_source: &source,
+            system: system.as_deref(),
+            first: text.as_deref(),
+            stops: &stops,
+        };
+        chat.run(&mut session, &mut sampler, out)?;
+        args.devices.report_experts(&session);
+        args.devices.check_validation(&session)?;
+        return Ok(());
+    }
+    let text = text.unwrap_or_default();
     let prompt = prompt::build(
         tok,
         template.as_ref(),
         &prompt::Request {
             user: &text,
-            system: args.system_prompt.as_deref(),
+            system: system.as_deref(),
             raw: args.raw,
             parse_special: args.parse_special,
             n_ctx,
@@ -312,26 +421,15 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
             prompt.tokens.len()
         )));
     }
-    let sampling = SamplerConfig {
-        repeat_last_n: match args.repeat_last_n {
-            -1 => n_ctx,
-            n => n as usize,
-        },
-        ..sampling
-    };
-    let mut sampler = Sampler::new(sampling)?;
+    if prompt.chat {
+        eprintln!(
+            "sharpi: prompt in the chat template ({source}): {} tokens; --raw sends it as it is",
+            prompt.tokens.len()
+        );
+    }
+    let mut sampler = Sampler::new(window(sampling, args, n_ctx))?;
     if args.verbose_prompt {
-        let how = match (prompt.specials, args.raw) {
-            (MessageSpecials::Text { kept }, _) => {
-                format!("chat template; {kept} special-token texts in the messages kept as text")
-            }
-            (MessageSpecials::Parsed, _) => {
-                "chat template; special-token texts in the messages parsed".to_string()
-            }
-            (MessageSpecials::Raw, true) => "raw".to_string(),
-            (MessageSpecials::Raw, false) => "raw: the model has no chat template".to_string(),
-        };
-        print_prompt(tok, &prompt, &how);
+        print_prompt(tok, &prompt, &specials_note(&prompt, args.raw));
     }
 
     for &t in &prompt.tokens {
@@ -342,7 +440,16 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
         tops,
         stop,
         timings,
-    } = generate(&mut session, &mut sampler, tok, &prompt.tokens, args, out)?;
+    } = generate(
+        &mut session,
+        &mut sampler,
+        tok,
+        &prompt.tokens,
+        args,
+        &stops,
+        None,
+        out,
+    )?;
 
     if args.json {
         let text = tok.decode(&generated, false)?;
@@ -370,25 +477,94 @@ pub fn run(args: &GenerateArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// What a generation loop produced.
-struct Outcome {
-    /// Sampled tokens, the end-of-generation one excluded.
-    generated: Vec<u32>,
-    /// The top candidates of each step (every step with `--json`, the
-    /// first [`VERBOSE_STEPS`] with `--verbose-prompt` only).
-    tops: Vec<Top>,
-    stop: Stop,
-    timings: Timings,
+/// Prompt tokens per forward pass: the smaller of `-b` (default 2048) and
+/// `-ub` (default 512), as llama.cpp splits a logical batch into physical
+/// ones.
+fn batch_rows(args: &GenerateArgs) -> usize {
+    args.batch_size
+        .unwrap_or(2048)
+        .min(args.ubatch_size.unwrap_or(SessionConfig::default().n_batch))
 }
 
-/// Prefills `prompt`, then samples and decodes until a stop; streams the
-/// text to `out` unless `--json`.
-fn generate(
+/// The sampler's settings with the penalty window resolved for a context
+/// of `n_ctx` tokens.
+fn window(sampling: SamplerConfig, args: &GenerateArgs, n_ctx: usize) -> SamplerConfig {
+    SamplerConfig {
+        repeat_last_n: match args.repeat_last_n {
+            -1 => n_ctx,
+            n => n as usize,
+        },
+        ..sampling
+    }
+}
+
+/// The chat template to use and what it is, for the messages on stderr:
+/// `--chat-template` (a built-in name or Jinja text), then
+/// `--chat-template-file`, then the model's own.
+fn chosen_template(
+    args: &GenerateArgs,
+    model: Option<ChatTemplate>,
+    tok: &Tokenizer,
+) -> Result<(Option<ChatTemplate>, String), CliError> {
+    use crate::chat::builtin;
+    if let Some(value) = &args.chat_template {
+        if builtin::is_jinja(value) {
+            let t = ChatTemplate::for_tokenizer(value, tok)?;
+            return Ok((Some(t), "--chat-template text".into()));
+        }
+        let source = builtin::source(value).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--chat-template {value:?}: not a built-in template ({}) nor Jinja text",
+                builtin::names().collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        let t = ChatTemplate::for_tokenizer(source, tok)?;
+        return Ok((Some(t), format!("built-in {value}")));
+    }
+    if let Some(f) = &args.chat_template_file {
+        return Ok((Some(template_file(f, tok)?), format!("{}", f.display())));
+    }
+    Ok((model, "the model's tokenizer.chat_template".into()))
+}
+
+/// How the prompt's special-token texts were handled, for `--verbose-prompt`.
+pub(super) fn specials_note(prompt: &Prompt, raw: bool) -> String {
+    match (prompt.specials, raw) {
+        (MessageSpecials::Text { kept }, _) => {
+            format!("chat template; {kept} special-token texts in the messages kept as text")
+        }
+        (MessageSpecials::Parsed, _) => {
+            "chat template; special-token texts in the messages parsed".to_string()
+        }
+        (MessageSpecials::Raw, true) => "raw".to_string(),
+        (MessageSpecials::Raw, false) => "raw: the model has no chat template".to_string(),
+    }
+}
+
+/// What a generation loop produced.
+pub(super) struct Outcome {
+    /// Sampled tokens, the end-of-generation one excluded.
+    pub generated: Vec<u32>,
+    /// The top candidates of each step (every step with `--json`, the
+    /// first [`VERBOSE_STEPS`] with `--verbose-prompt` only).
+    pub tops: Vec<Top>,
+    pub stop: Stop,
+    pub timings: Timings,
+}
+
+/// Prefills `prompt` (at the session's position), then samples and
+/// decodes until a stop; streams the text to `out` unless `--json`. The
+/// last sampled token is in the KV cache only when generation went on
+/// past it (`session.pos()` says how far the cache goes).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn generate(
     session: &mut Session,
     sampler: &mut Sampler,
     tok: &Tokenizer,
     prompt: &[u32],
     args: &GenerateArgs,
+    stops: &Stops,
+    answering: Option<&super::interrupt::Answering>,
     out: &mut dyn Write,
 ) -> Result<Outcome, CliError> {
     let limit = usize::try_from(args.n_predict).unwrap_or(usize::MAX);
@@ -396,6 +572,10 @@ fn generate(
     let mut stream = tok.stream_decoder(false);
     let mut generated: Vec<u32> = Vec::new();
     let mut tops: Vec<Top> = Vec::new();
+    // The output so far, for the reverse prompts.
+    let mut text = String::new();
+    // [n_vocab] the logits with the end-of-generation tokens masked (--ignore-eos).
+    let mut masked: Vec<f32> = Vec::new();
     let mut timings = Timings {
         prefill_tokens: prompt.len(),
         ..Timings::default()
@@ -416,18 +596,39 @@ fn generate(
             }
             tops.push(top);
         }
-        let next = sampler.sample(logits);
+        let next = if stops.ignore_eos {
+            masked.clear();
+            masked.extend_from_slice(logits);
+            for &id in tok.eog_ids() {
+                if let Some(l) = masked.get_mut(id as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+            sampler.sample(&masked)
+        } else {
+            sampler.sample(logits)
+        };
         sampler.accept(next);
-        if tok.is_eog(next) {
+        if tok.is_eog(next) && !stops.ignore_eos {
             break Stop::Eog(next);
         }
         generated.push(next);
+        let piece = stream.push(next)?;
         if !args.json {
-            out.write_all(stream.push(next)?.as_bytes())?;
+            out.write_all(piece.as_bytes())?;
             out.flush()?;
+        }
+        if !stops.reverse.is_empty() {
+            text.push_str(&piece);
+            if let Some(i) = stops.reverse.iter().position(|r| text.ends_with(r)) {
+                break Stop::Reverse(i);
+            }
         }
         if generated.len() >= limit {
             break Stop::Length;
+        }
+        if answering.is_some_and(|a| a.interrupted()) {
+            break Stop::Interrupted;
         }
         if session.pos() >= n_ctx {
             break Stop::Context;
@@ -584,6 +785,8 @@ fn write_json(
         Stop::Eog(id) => ("eog", Some(id)),
         Stop::Length => ("length", None),
         Stop::Context => ("context", None),
+        Stop::Reverse(_) => ("reverse_prompt", None),
+        Stop::Interrupted => ("interrupted", None),
     };
     let (message_specials, kept_as_text) = match prompt.specials {
         MessageSpecials::Raw => (None, None),

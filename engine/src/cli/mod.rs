@@ -2,9 +2,12 @@
 //! subcommand's work in a module here so it can be tested without a process.
 
 pub mod bench;
+pub mod chat;
 pub mod device;
+pub mod escape;
 pub mod generate;
 pub mod inspect;
+pub mod interrupt;
 pub mod load;
 pub mod perplexity;
 pub mod prompt;

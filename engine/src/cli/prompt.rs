@@ -113,12 +113,29 @@ pub fn build(
         messages.push(Message::new("system", s));
     }
     messages.push(Message::new("user", req.user));
-    let controls = if req.parse_special {
+    conversation(tok, template, &messages, req.parse_special, req.n_ctx)
+}
+
+/// The prompt of a conversation: `messages` rendered through `template`
+/// with `add_generation_prompt`, tokenized as [`build`] does in chat mode
+/// (control-token texts in anything but the assistant's messages kept as
+/// text unless `parse_special`; one BOS). Refused, before rendering, when
+/// the messages' text cannot fit a context of `n_ctx` tokens.
+pub fn conversation(
+    tok: &Tokenizer,
+    template: &ChatTemplate,
+    messages: &[Message],
+    parse_special: bool,
+    n_ctx: usize,
+) -> Result<Prompt, CliError> {
+    let bytes = messages.iter().map(|m| m.content.len()).sum();
+    check_bytes(tok, "the conversation", bytes, n_ctx)?;
+    let controls = if parse_special {
         Vec::new()
     } else {
         tok.control_texts()
     };
-    let mut rendered = template.render_guarded(&messages, true, &controls)?;
+    let mut rendered = template.render_guarded(messages, true, &controls)?;
     if tok.add_bos() {
         rendered.strip_prefix(template.bos_token());
     }
@@ -127,10 +144,10 @@ pub fn build(
     }
     let parts: Vec<TextPart<'_>> = rendered.parts();
     Ok(Prompt {
-        tokens: tokens_within(tok, &parts, req.n_ctx)?,
+        tokens: tokens_within(tok, &parts, n_ctx)?,
         text: rendered.text(),
         chat: true,
-        specials: if req.parse_special {
+        specials: if parse_special {
             MessageSpecials::Parsed
         } else {
             MessageSpecials::Text {
