@@ -5,6 +5,8 @@
 #[path = "gguf_support/mod.rs"]
 mod gguf_support;
 
+#[path = "cli_broken_pipe.rs"]
+mod cli_broken_pipe;
 #[path = "cli_chat.rs"]
 mod cli_chat;
 #[path = "cli_generate.rs"]
@@ -13,9 +15,13 @@ mod cli_generate;
 mod cli_generate_flags;
 #[path = "cli_inspect.rs"]
 mod cli_inspect;
+#[path = "cli_llama_flags.rs"]
+mod cli_llama_flags;
 #[path = "cli_perplexity.rs"]
 mod cli_perplexity;
 #[path = "cli_quantize.rs"]
 mod cli_quantize;
+#[path = "cli_tokenize.rs"]
+mod cli_tokenize;
 #[path = "hostile_input.rs"]
 mod hostile_input;

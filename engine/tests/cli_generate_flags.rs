@@ -94,7 +94,10 @@ fn escapes_are_processed_with_e_only() {
     let (newline, _) = json("one\ntwo\t\"3\"", &["--raw", "-n", "0"]);
     let (escaped, _) = json(r#"one\ntwo\t\"3\""#, &["--raw", "-n", "0", "-e"]);
     let (kept, _) = json(r#"one\ntwo\t\"3\""#, &["--raw", "-n", "0"]);
-    assert_eq!(ids(&escaped, "prompt_tokens"), ids(&newline, "prompt_tokens"));
+    assert_eq!(
+        ids(&escaped, "prompt_tokens"),
+        ids(&newline, "prompt_tokens")
+    );
     assert_ne!(ids(&kept, "prompt_tokens"), ids(&newline, "prompt_tokens"));
 }
 
@@ -121,7 +124,12 @@ fn chat_template_by_name_or_text() {
     // Jinja text: only the user's text.
     let (text, err) = json(
         "Hi",
-        &["-n", "0", "--chat-template", "{{ messages[-1]['content'] }}"],
+        &[
+            "-n",
+            "0",
+            "--chat-template",
+            "{{ messages[-1]['content'] }}",
+        ],
     );
     assert!(err.contains("(--chat-template text)"), "{err}");
     let (raw, _) = json("Hi", &["-n", "0", "--raw"]);
@@ -132,7 +140,10 @@ fn chat_template_by_name_or_text() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("not a built-in template (chatml, gemma"), "{err}");
+    assert!(
+        err.contains("not a built-in template (chatml, gemma"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -147,7 +158,10 @@ fn without_a_prompt_or_a_terminal_there_is_nothing_to_do() {
     let o = sharpi(&["-m", &gemma, "--conversation"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("a conversation needs a chat template"), "{err}");
+    assert!(
+        err.contains("a conversation needs a chat template"),
+        "{err}"
+    );
     // With a built-in one it runs (stdin is empty: no turn).
     let o = sharpi(&["-m", &gemma, "--conversation", "--chat-template", "gemma"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

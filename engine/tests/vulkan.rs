@@ -31,6 +31,8 @@ mod vulkan_extreme_moe;
 mod vulkan_hybrid;
 #[path = "vulkan_layout_model.rs"]
 mod vulkan_layout_model;
+#[path = "vulkan_list_devices.rs"]
+mod vulkan_list_devices;
 #[path = "vulkan_matmul.rs"]
 mod vulkan_matmul;
 #[path = "vulkan_matvec_fused.rs"]

@@ -45,7 +45,7 @@ enum Command {
     /// small selection, and print where each fault was caught. Exits 1
     /// unless the clean run passes and every fault is detected by its
     /// expected check (tap faults: at their expected layer and tap).
-    #[cfg(feature = "fault-injection")]
+    /// Needs a build with `--features fault-injection`.
     Mutants(MutantsArgs),
     /// Join the reports of the shards of one run (`compare --shard K/N`)
     /// into one report, JSON, JUnit and HTML, with one verdict. Refuses
@@ -75,9 +75,9 @@ enum Command {
     /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
     /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
     Manifest {
-        /// The reference-data directory.
-        #[arg(long, default_value = "reference-data")]
-        dir: PathBuf,
+        /// The reference-data directory (default: the repository's).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -108,9 +108,11 @@ struct CompareArgs {
     /// directory written by `harness capture --model PATH --out DIR`.
     #[arg(long, value_name = "DIR", default_value = "reference-data")]
     reference: PathBuf,
-    /// Repository root (model paths are relative to it too).
-    #[arg(long, default_value = ".")]
-    repo: PathBuf,
+    /// Repository root (model paths are relative to it too; default: the
+    /// nearest directory from the current one up holding
+    /// ci/thresholds.toml and reference-data/).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
     /// Greedy tokens compared at most per prompt (the capture has 32).
     #[arg(long, default_value_t = 32)]
     greedy_steps: usize,
@@ -202,9 +204,10 @@ struct MutantsArgs {
     /// The limits (relative to --repo).
     #[arg(long, default_value = "ci/thresholds.toml")]
     thresholds: PathBuf,
-    /// Repository root.
-    #[arg(long, default_value = ".")]
-    repo: PathBuf,
+    /// Repository root (default: the nearest directory from the current
+    /// one up holding ci/thresholds.toml and reference-data/).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
     /// Greedy tokens compared per prompt.
     #[arg(long, default_value_t = 2)]
     greedy_steps: usize,
@@ -224,17 +227,25 @@ struct MutantsArgs {
     no_poison: bool,
 }
 
+/// `mutants` in a build without the fault-injection feature: whatever
+/// follows, the answer is the feature to build with.
+#[cfg(not(feature = "fault-injection"))]
+#[derive(Args)]
+struct MutantsArgs {
+    #[arg(hide = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    _ignored: Vec<std::ffi::OsString>,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Compare(args) => compare(*args),
-        #[cfg(feature = "fault-injection")]
         Command::Mutants(args) => mutants(args),
         Command::Capture(args) => capture(args),
         Command::CaptureSampling(args) => capture_sampling(args),
         Command::Merge(args) => merge(args),
         Command::Costs { reports, out } => costs(&reports, &out),
-        Command::Manifest { dir } => manifest(&dir),
+        Command::Manifest { dir } => manifest(dir),
         Command::Calibrate(args) => calibrate(args),
         Command::CorpusImport(args) => corpus_import(args),
     }
@@ -325,9 +336,16 @@ fn costs(reports: &[PathBuf], out: &std::path::Path) -> ExitCode {
     }
 }
 
-fn compare(args: CompareArgs) -> ExitCode {
+fn compare(mut args: CompareArgs) -> ExitCode {
     use harness::compare::{self, Options, Thresholds};
-    let thresholds = match Thresholds::load(&args.repo.join(&args.thresholds)) {
+    let repo = match cmd::repo_root(args.repo.take().as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness compare: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let thresholds = match Thresholds::load(&repo.join(&args.thresholds)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("harness compare: {e}");
@@ -343,8 +361,8 @@ fn compare(args: CompareArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut opts = Options::new(&args.repo, thresholds);
-    opts.reference_dir = args.repo.join(&args.reference);
+    let mut opts = Options::new(&repo, thresholds);
+    opts.reference_dir = repo.join(&args.reference);
     let selection = cmd::Selection {
         models: &args.models,
         prompts: &args.prompts,
@@ -370,7 +388,7 @@ fn compare(args: CompareArgs) -> ExitCode {
             }
         }
     }
-    let costs = args.repo.join(&args.costs);
+    let costs = repo.join(&args.costs);
     if costs.is_file() {
         match harness::compare::matrix::Costs::load(&costs) {
             Ok(c) => opts.costs = c,
@@ -424,14 +442,21 @@ fn compare(args: CompareArgs) -> ExitCode {
 fn mutants(args: MutantsArgs) -> ExitCode {
     use harness::compare::Thresholds;
     use harness::mutants::{self, Setup};
-    let thresholds = match Thresholds::load(&args.repo.join(&args.thresholds)) {
+    let repo = match cmd::repo_root(args.repo.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness mutants: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let thresholds = match Thresholds::load(&repo.join(&args.thresholds)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("harness mutants: {e}");
             return ExitCode::from(2);
         }
     };
-    let mut setup = Setup::new(&args.repo, thresholds);
+    let mut setup = Setup::new(&repo, thresholds);
     setup.only = args.faults;
     setup.greedy_steps = args.greedy_steps;
     setup.threads = args.threads;
@@ -462,8 +487,24 @@ fn mutants(args: MutantsArgs) -> ExitCode {
     }
 }
 
-fn manifest(dir: &std::path::Path) -> ExitCode {
+#[cfg(not(feature = "fault-injection"))]
+fn mutants(_: MutantsArgs) -> ExitCode {
+    cmd::feature_missing("mutants", "fault-injection")
+}
+
+fn manifest(dir: Option<PathBuf>) -> ExitCode {
     use harness::reference::{inputs, writer};
+    let dir = match dir.map_or_else(
+        || cmd::repo_root(None).map(|r| r.join("reference-data")),
+        Ok,
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("harness manifest: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = dir.as_path();
     let result =
         inputs::load_models_file(dir).and_then(|models| writer::write_manifest(dir, &models));
     match result {

@@ -121,7 +121,7 @@ fn capture_of_any_model_checks_its_arguments() {
     #[cfg(not(feature = "llama-cpp"))]
     {
         let (code, _, err) = harness(&["capture", "--model", MODEL, "-p", "Hello", "--out", out]);
-        assert_eq!(code, 1, "{err}");
+        assert_eq!(code, 2, "{err}");
         assert!(err.contains("--features llama-cpp"), "{err}");
         assert!(
             !Path::new(out).exists(),

@@ -17,6 +17,8 @@ mod compare_faults;
 mod compare_html;
 #[path = "compare_shards.rs"]
 mod compare_shards;
+#[path = "harness_cli.rs"]
+mod harness_cli;
 #[path = "reference_data.rs"]
 mod reference_data;
 #[path = "../../engine/tests/test_binaries.rs"]

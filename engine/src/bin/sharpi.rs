@@ -5,6 +5,7 @@ use engine::cli::bench::BenchArgs;
 use engine::cli::generate::GenerateArgs;
 use engine::cli::perplexity::PerplexityArgs;
 use engine::cli::synth::SynthArgs;
+use engine::cli::tokenize::TokenizeArgs;
 use engine::cli::{self, CliError};
 use engine::quantize::FileType;
 use std::io::Write;
@@ -30,6 +31,10 @@ static ALLOC: engine::bounded::BudgetAlloc = engine::bounded::BudgetAlloc;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// List the Vulkan devices (index for --device, type, device-local
+    /// memory, Vulkan version, driver) and exit.
+    #[arg(long)]
+    list_devices: bool,
     #[command(flatten)]
     generate: GenerateArgs,
 }
@@ -69,13 +74,24 @@ enum Command {
     /// Write a synthetic model, deterministic from a seed: drawn from
     /// scratch, or experts made from a dense llama model.
     Synth(SynthArgs),
+    /// Print a text's tokens as llama-tokenize does (`<id> -> '<piece>'`,
+    /// or `[1, 2, 3]` with --ids); special-token texts stay text unless
+    /// --special.
+    Tokenize(TokenizeArgs),
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    if cli.list_devices {
+        cli::list_devices::run(&mut out)?;
+        out.flush()?;
+        return Ok(());
+    }
     let Some(command) = cli.command else {
-        return cli::generate::run(&cli.generate, &mut out);
+        cli::generate::run(&cli.generate, &mut out)?;
+        out.flush()?;
+        return Ok(());
     };
     match command {
         Command::Run(args) => cli::generate::run(&args, &mut out)?,
@@ -89,13 +105,22 @@ fn run(cli: Cli) -> Result<(), CliError> {
             threads,
         } => cli::quantize::run(&input, &output, ftype, threads, &mut out)?,
         Command::Synth(args) => cli::synth::run(&args, &mut out)?,
+        Command::Tokenize(args) => cli::tokenize::run(&args, &mut out)?,
     }
     out.flush()?;
     Ok(())
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // llama-cli's flags: rewritten to sharpi's, or one line on what to use.
+    let args = match cli::llama_flags::translate(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(msg) => {
+            eprintln!("sharpi: error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => return cli::exit_for_parse_error(e, "sharpi"),
     };
@@ -106,7 +131,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`sharpi inspect m | head`) is not an error.
-        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sharpi: error: {e}");
             ExitCode::FAILURE

@@ -8,11 +8,14 @@ pub mod escape;
 pub mod generate;
 pub mod inspect;
 pub mod interrupt;
+pub mod list_devices;
+pub mod llama_flags;
 pub mod load;
 pub mod perplexity;
 pub mod prompt;
 pub mod quantize;
 pub mod synth;
+pub mod tokenize;
 
 use crate::chat::ChatError;
 use crate::gguf::{GgufError, GgufFile, WriteError};
@@ -60,6 +63,30 @@ pub enum CliError {
     /// Arguments that parse but do not fit together.
     #[error("{0}")]
     Usage(String),
+    /// `--list-devices` found no Vulkan loader, or the loader failed.
+    #[error("listing Vulkan devices: {0}")]
+    ListDevices(crate::vulkan::VkError),
+}
+
+impl CliError {
+    /// Whether this is a write to a closed pipe (`sharpi inspect m | head`):
+    /// an `io::Error` of kind `BrokenPipe` anywhere in the source chain, or
+    /// inside a serde_json error (whose `source()` skips its `io::Error`).
+    /// The reader has all it wanted, so it is not a failure.
+    pub fn is_broken_pipe(&self) -> bool {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            let kind = e
+                .downcast_ref::<io::Error>()
+                .map(io::Error::kind)
+                .or_else(|| e.downcast_ref::<serde_json::Error>()?.io_error_kind());
+            if kind == Some(io::ErrorKind::BrokenPipe) {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
 }
 
 /// Prints a command-line parse error as one line (help and version requests

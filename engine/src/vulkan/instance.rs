@@ -56,6 +56,9 @@ pub struct DeviceInfo {
     /// name and info ("llvmpipe, Mesa 22.3.6 (LLVM 15.0.6)") on a Vulkan 1.2
     /// device, else the raw `driverVersion` in hex.
     pub driver: String,
+    /// Bytes of the device-local memory heaps together (what
+    /// [`DeviceLimits::device_local_bytes`](super::DeviceLimits) says too).
+    pub device_local_bytes: u64,
 }
 
 impl fmt::Display for DeviceInfo {
@@ -287,6 +290,15 @@ impl Instance {
                     .unwrap_or_else(|_| "(unnamed)".to_string());
                 let v = props.api_version;
                 let driver = self.driver(pd, &props);
+                // SAFETY: `pd` was just enumerated from this live instance.
+                let memory = unsafe { self.raw.get_physical_device_memory_properties(pd) };
+                let device_local_bytes = memory
+                    .memory_heaps
+                    .iter()
+                    .take(memory.memory_heap_count as usize)
+                    .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+                    .map(|h| h.size)
+                    .sum();
                 let info = DeviceInfo {
                     index,
                     name,
@@ -299,6 +311,7 @@ impl Instance {
                     vendor_id: props.vendor_id,
                     device_id: props.device_id,
                     driver,
+                    device_local_bytes,
                 };
                 (pd, info)
             })
@@ -363,6 +376,7 @@ mod tests {
             vendor_id: 0,
             device_id: 0,
             driver: String::new(),
+            device_local_bytes: 0,
         }
     }
 

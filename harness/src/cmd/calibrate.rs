@@ -30,9 +30,10 @@ pub struct CalibrateArgs {
     /// Also write the run's report (what the limits were drawn from).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Repository root.
-    #[arg(long, default_value = ".")]
-    repo: PathBuf,
+    /// Repository root (default: the nearest directory from the
+    /// current one up holding ci/thresholds.toml and reference-data/).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
     /// Greedy tokens compared at most per prompt.
     #[arg(long, default_value_t = 32)]
     greedy_steps: usize,
@@ -59,14 +60,18 @@ pub fn calibrate(args: CalibrateArgs) -> ExitCode {
             args.headroom
         ));
     }
+    let repo = match super::repo_root(args.repo.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
     let mut opts = Options::new(
-        &args.repo,
+        &repo,
         Thresholds {
             source: "(none: calibrating)".into(),
             models: Default::default(),
         },
     );
-    opts.reference_dir = args.repo.join(&args.reference);
+    opts.reference_dir = repo.join(&args.reference);
     let selection = super::Selection {
         models: &args.models,
         prompts: &args.prompts,

@@ -45,9 +45,11 @@ pub struct CaptureArgs {
     /// copy of the inputs as well. With --model: a new or empty directory.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Repository root (model paths and inputs are relative to it).
-    #[arg(long, default_value = ".")]
-    repo: PathBuf,
+    /// Repository root (model paths and inputs are relative to it;
+    /// default: the nearest directory from the current one up holding
+    /// ci/thresholds.toml and reference-data/).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
     /// Let llama.cpp log to stderr.
     #[arg(long)]
     verbose: bool,
@@ -92,17 +94,24 @@ fn adhoc_request(
 
 #[cfg(feature = "llama-cpp")]
 pub fn capture(args: CaptureArgs) -> ExitCode {
+    let repo = match super::repo_root(args.repo.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness capture: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match &args.model {
         Some(model) => adhoc_request(&args, model)
             .map_err(harness::capture::CaptureError)
-            .and_then(|req| harness::capture::run_adhoc(&req, args.chat, &args.repo, args.verbose)),
+            .and_then(|req| harness::capture::run_adhoc(&req, args.chat, &repo, args.verbose)),
         None => harness::capture::run(&harness::capture::Options {
-            input: args.repo.join("reference-data"),
+            input: repo.join("reference-data"),
             out: args
                 .out
                 .clone()
-                .unwrap_or_else(|| args.repo.join("reference-data")),
-            repo: args.repo.clone(),
+                .unwrap_or_else(|| repo.join("reference-data")),
+            repo: repo.clone(),
             models: args.models.clone(),
             verbose: args.verbose,
             list_nodes: args.list_nodes,
@@ -126,19 +135,15 @@ pub fn capture(args: CaptureArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    eprintln!(
-        "harness capture: this harness was built without llama.cpp; rebuild with `--features llama-cpp` \
-         (cargo run -p harness --release --features llama-cpp -- capture ...)"
-    );
-    ExitCode::FAILURE
+    super::feature_missing("capture", "llama-cpp")
 }
 
 #[derive(Args)]
 pub struct CaptureSamplingArgs {
     /// The reference directory whose captures to add llama.cpp's sampler
-    /// chain to.
-    #[arg(long, value_name = "DIR", default_value = "reference-data")]
-    reference: PathBuf,
+    /// chain to (default: the repository's reference-data/).
+    #[arg(long, value_name = "DIR")]
+    reference: Option<PathBuf>,
     /// Only these model ids (default: every model of DIR/models.json).
     #[arg(long, value_delimiter = ',')]
     models: Vec<String>,
@@ -149,7 +154,17 @@ pub struct CaptureSamplingArgs {
 
 #[cfg(feature = "llama-cpp")]
 pub fn capture_sampling(args: CaptureSamplingArgs) -> ExitCode {
-    match harness::capture::run_sampling(&args.reference, &args.models, args.verbose) {
+    let reference = match args.reference.map_or_else(
+        || super::repo_root(None).map(|r| r.join("reference-data")),
+        Ok,
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("harness capture-sampling: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match harness::capture::run_sampling(&reference, &args.models, args.verbose) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("harness capture-sampling: {e}");
@@ -161,8 +176,5 @@ pub fn capture_sampling(args: CaptureSamplingArgs) -> ExitCode {
 #[cfg(not(feature = "llama-cpp"))]
 pub fn capture_sampling(args: CaptureSamplingArgs) -> ExitCode {
     let _ = (args.reference, args.models, args.verbose);
-    eprintln!(
-        "harness capture-sampling: this harness was built without llama.cpp; rebuild with `--features llama-cpp`"
-    );
-    ExitCode::FAILURE
+    super::feature_missing("capture-sampling", "llama-cpp")
 }

@@ -35,9 +35,10 @@ pub struct CorpusImportArgs {
     /// rebuilt.
     #[arg(long, value_name = "DIR", default_value = "reference-data")]
     reference: PathBuf,
-    /// Repository root (model files are relative to it).
-    #[arg(long, default_value = ".")]
-    repo: PathBuf,
+    /// Repository root (model files are relative to it) (default: the nearest directory from the
+    /// current one up holding ci/thresholds.toml and reference-data/).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
 }
 
 pub fn corpus_import(args: CorpusImportArgs) -> ExitCode {
@@ -58,7 +59,8 @@ fn import(args: &CorpusImportArgs) -> Result<String, String> {
     use harness::reference::corpus::{CorpusBase, CORPUS_FILE};
     use harness::reference::{inputs, writer};
 
-    let dir = args.repo.join(&args.reference);
+    let repo = super::repo_root(args.repo.as_deref())?;
+    let dir = repo.join(&args.reference);
     let models = inputs::load_models_file(&dir).map_err(|e| e.to_string())?;
     let entry = models
         .models
@@ -116,7 +118,7 @@ fn import(args: &CorpusImportArgs) -> Result<String, String> {
         &source,
     )
     .map_err(|e| format!("--kl-divergence-base {}: {e}", args.base.display()))?;
-    check_tokens(&args.repo.join(&entry.file), &text_bytes, &base)?;
+    check_tokens(&repo.join(&entry.file), &text_bytes, &base)?;
     let out = dir.join(&entry.id).join(CORPUS_FILE);
     let bytes = base.to_safetensors().map_err(|e| e.to_string())?;
     writer::write_file(&out, &bytes).map_err(|e| e.to_string())?;
