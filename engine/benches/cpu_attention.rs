@@ -1,8 +1,12 @@
 //! CPU attention over the KV cache: one decode row and a 64-row prefill
 //! chunk at several depths, for SmolLM2-135M's and Gemma-3-270M's head
-//! shapes, with f32 and f16 caches.
+//! shapes, with f32 and f16 caches, in both numerics (`ggml`, the
+//! default, and `reference`).
 //!
-//! `cargo bench -p engine --bench cpu_attention [-- --quick] [--threads 1,2]`
+//! `cargo bench -p engine --bench cpu_attention [-- --quick] [--threads 1,2]
+//! [--only WORD,...]` (`--only`: the lines whose shape, cache type,
+//! numerics, depth or query rows (`x1`, `x64`) are all among the words,
+//! e.g. `--only smollm2,f32,ggml,x1`).
 //!
 //! Times are the fastest call of many (the machines are shared). GB/s
 //! counts the cache bytes a call reads once (K and V of every visible
@@ -11,7 +15,7 @@
 mod support;
 use support::{in_pool, Flags};
 
-use engine::cpu::{attention, KvStore};
+use engine::cpu::{attention, CpuNumerics, KvStore};
 use engine::ops::{AttnParams, KvType};
 use engine::threads::Threads;
 
@@ -39,16 +43,34 @@ const SHAPES: [Shape; 2] = [
 
 fn main() {
     let flags = Flags::parse();
+    // `--only a,b`: every word must name the line's shape, type, numerics,
+    // depth or rows.
+    let only: Vec<String> = flags
+        .args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| flags.args.get(i + 1))
+        .map(|v| v.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
     println!(
-        "{:<8} {:<4} {:>2} {:>6} {:>4} | {:>9} {:>7} {:>8}",
-        "shape", "kv", "t", "depth", "rows", "us", "GB/s", "GFLOP/s"
+        "{:<8} {:<4} {:<9} {:>2} {:>6} {:>4} | {:>9} {:>7} {:>8}",
+        "shape", "kv", "numerics", "t", "depth", "rows", "us", "GB/s", "GFLOP/s"
     );
     for &threads in &flags.threads {
         let pool = Threads::new(threads).expect("a thread pool");
         for s in &SHAPES {
             for ty in [KvType::F32, KvType::F16] {
                 for depth in [512usize, 2048, 8192] {
-                    for rows in [1usize, 64] {
+                    for (rows, numerics) in [1usize, 64]
+                        .into_iter()
+                        .flat_map(|r| [CpuNumerics::Ggml, CpuNumerics::Reference].map(|n| (r, n)))
+                    {
+                        let ty_name = format!("{ty:?}").to_lowercase();
+                        let (depth_name, rows_name) = (depth.to_string(), format!("x{rows}"));
+                        let words = [s.name, &ty_name, numerics.name(), &depth_name, &rows_name];
+                        if !only.iter().all(|w| words.contains(&w.as_str())) {
+                            continue;
+                        }
                         let n_ctx = depth + rows;
                         let (kw, dk) = (s.n_kv_head * s.head_dim, s.head_dim);
                         let mut kv = KvStore::new(n_ctx, kw, kw, ty).expect("cache memory");
@@ -70,7 +92,7 @@ fn main() {
                             softcap: None,
                         };
                         let t = in_pool(&pool, flags.budget, |_| {
-                            attention(&kv, &q, &mut out, depth, &p)
+                            attention(&kv, &q, &mut out, depth, &p, numerics)
                         });
                         let el = match ty {
                             KvType::F32 => 4.0,
@@ -80,9 +102,10 @@ fn main() {
                         let bytes = positions * 2.0 * kw as f64 * el;
                         let flop = rows as f64 * s.n_head as f64 * positions * 4.0 * dk as f64;
                         println!(
-                            "{:<8} {:<4} {:>2} {:>6} {:>4} | {:>9.1} {:>7.1} {:>8.1}",
+                            "{:<8} {:<4} {:<9} {:>2} {:>6} {:>4} | {:>9.1} {:>7.1} {:>8.1}",
                             s.name,
-                            format!("{ty:?}").to_lowercase(),
+                            ty_name,
+                            numerics,
                             threads,
                             depth,
                             rows,

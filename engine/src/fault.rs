@@ -80,6 +80,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "cpu/kv: an F16 KV cache stores values rounded toward zero, not to nearest",
     ),
     (
+        "last-layer-scale",
+        "model/forward: the last layer's attention scale off by one part in a million",
+    ),
+    (
         "sampler-top-p",
         "sampler/stages: top-p leaves out the token whose probability reaches p",
     ),

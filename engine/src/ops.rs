@@ -40,6 +40,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::cpu::CpuNumerics;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::threads::Threads;
@@ -479,6 +480,12 @@ pub trait Ops: Send {
     /// the team find it.
     fn worker_pool(&self) -> Option<Arc<Threads>> {
         None
+    }
+
+    /// How a CPU backend rounds RoPE, attention, SwiGLU and the router
+    /// softmax from now on ([`CpuNumerics`]); other backends ignore it.
+    fn set_cpu_numerics(&mut self, numerics: CpuNumerics) {
+        let _ = numerics;
     }
 
     /// Messages the device's validation layer reported so far (a GPU

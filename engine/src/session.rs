@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::cpu::CpuNumerics;
 use crate::expert_cache::{CacheBufs, LayerCache, LayerStats};
 use crate::model::{
     ExpertRunner, HeadOut, Hparams, Model, ModelWeights, RoleMap, Scratch, Step, HEAD_BLOCK,
@@ -122,6 +123,15 @@ impl Session {
     pub fn new(model: Arc<Model>, cfg: &SessionConfig) -> Result<Session, SessionError> {
         let devices = Devices::cpu(model.hparams().n_layer, cfg.threads)?;
         Session::with_devices(model, devices, cfg)
+    }
+
+    /// How the CPU devices round RoPE, attention, SwiGLU and the router
+    /// softmax from the next forward pass on ([`CpuNumerics`]; a new
+    /// session has [`CpuNumerics::Ggml`]). GPU devices are not affected.
+    pub fn set_cpu_numerics(&mut self, numerics: CpuNumerics) {
+        for d in 0..self.devices.n_devices() {
+            self.devices.backend(d).set_cpu_numerics(numerics);
+        }
     }
 
     /// A session on the devices `req` asks for (`-g`, `--fixed-on`), the

@@ -1,12 +1,14 @@
 //! The matrix ops: each output element is the kernel dot of its weight row
 //! and activation row, whatever the thread count, the SIMD level's tile
 //! shapes, or whether it came from `matmul` or from `matvec` token by token
-//! (all bit for bit); shapes are checked without panicking.
+//! (all bit for bit; a K-quant `matmul` of 8 or more rows is ggml's tiled
+//! kernel instead); shapes are checked without panicking.
 
 use crate::cpu_support;
 
 use cpu_support::{activations, quantized_act, weight_row, Rng, TYPES};
 use engine::cpu::act::vec_dot_type;
+use engine::cpu::dot::tiled;
 use engine::cpu::{embedding_row, matmul, matvec, CpuError, Kernels, SimdLevel, WeightView};
 use engine::quant::dequantize_row;
 use engine::threads::Threads;
@@ -60,6 +62,23 @@ impl Problem {
         y
     }
 
+    /// Element by element through ggml's tiled kernel (K-quants).
+    fn by_tiled(&self) -> Vec<f32> {
+        let rb = self.w.len() / self.rows;
+        let mut y = Vec::new();
+        for x in self.x.chunks_exact(self.cols) {
+            let a = quantized_act(self.ty, x);
+            for r in 0..self.rows {
+                y.push(tiled::dot_scalar(
+                    self.ty,
+                    &self.w[r * rb..(r + 1) * rb],
+                    &a,
+                ));
+            }
+        }
+        y
+    }
+
     fn matmul(&self, threads: &Threads) -> Vec<f32> {
         let mut y = vec![f32::NAN; self.n() * self.rows];
         matmul(threads, self.view(), &self.x, &mut y).unwrap();
@@ -85,7 +104,14 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 fn check(p: &Problem) -> Result<(), TestCaseError> {
     for level in SimdLevel::supported() {
-        let want = bits(&p.by_dot(level));
+        let by_dot = bits(&p.by_dot(level));
+        // A K-quant weight times 8 or more rows takes ggml's tiled kernel
+        // (engine/tests/cpu_tiled.rs); `matvec` keeps the kernel dot.
+        let want = if p.n() >= tiled::MIN_ROWS && tiled::takes(p.ty) {
+            bits(&p.by_tiled())
+        } else {
+            by_dot.clone()
+        };
         for t in [1, 2, 3] {
             let threads = Threads::with_simd(t, level).unwrap();
             prop_assert_eq!(
@@ -98,7 +124,7 @@ fn check(p: &Problem) -> Result<(), TestCaseError> {
             );
             prop_assert_eq!(
                 &bits(&p.matvec_each(&threads)),
-                &want,
+                &by_dot,
                 "{} {} matvec, {} threads",
                 p.ty,
                 level,

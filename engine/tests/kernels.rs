@@ -7,12 +7,16 @@ mod cpu_support;
 
 #[path = "cpu_dot.rs"]
 mod cpu_dot;
+#[path = "cpu_ggml_exact.rs"]
+mod cpu_ggml_exact;
 #[path = "cpu_ggml_vectors.rs"]
 mod cpu_ggml_vectors;
 #[path = "cpu_matmul.rs"]
 mod cpu_matmul;
 #[path = "cpu_ops.rs"]
 mod cpu_ops;
+#[path = "cpu_tiled.rs"]
+mod cpu_tiled;
 #[path = "quant_activation.rs"]
 mod quant_activation;
 #[path = "quant_api.rs"]

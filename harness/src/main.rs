@@ -123,9 +123,18 @@ struct CompareArgs {
     /// CPU threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
-    /// Prompt tokens per forward pass (each pass's logits are held at once).
+    /// Prompt tokens per forward pass (each pass's logits are held at once;
+    /// the CPU path under the exact profile takes the capture's batch).
     #[arg(long, default_value_t = harness::compare::run::CHUNK)]
     chunk: usize,
+    /// The CPU path's limits: exact (every tap, the logits and the greedy
+    /// steps bit-identical), calibrated (ci/thresholds.toml), or auto:
+    /// exact for a model marked `exact = true` whose capture's llama.cpp
+    /// configuration sharpi reproduces (AVX2+FMA, no AVX-512, llamafile,
+    /// no flash attention, F32 KV), calibrated otherwise, the reason in
+    /// the report.
+    #[arg(long, default_value = "auto", value_name = "auto|exact|calibrated")]
+    profile: harness::compare::profile::Profile,
     /// The Vulkan device of the GPU paths: an index or part of its name
     /// (default: a discrete GPU first).
     #[arg(long, value_name = "INDEX|NAME")]
@@ -378,6 +387,7 @@ fn compare(mut args: CompareArgs) -> ExitCode {
     }
     opts.corpus = !args.no_corpus;
     opts.chunk = args.chunk;
+    opts.profile = args.profile;
     opts.quick = args.quick;
     if let Some(s) = &args.shard {
         match s.parse() {

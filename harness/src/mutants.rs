@@ -19,6 +19,7 @@
 //! | pre-tokenizer | SmolLM2, corpus | tokenizer corpus and prompt tokens |
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
 //! | kv-f16-truncate | SmolLM2 with an F16 KV cache, cpu | taps, layer 0 kqv_out |
+//! | last-layer-scale | SmolLM2, cpu, exact profile | taps, layer 29 kqv_out (and the same run passes with --profile calibrated) |
 //! | sampler-top-p | SmolLM2, text checks | sampling (the candidates top-p keeps against llama.cpp's chain) |
 //! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
 //! | moe-tie-order | synthetic Qwen3-MoE with tied routers, cpu | taps, layer 0 ffn_moe_topk |
@@ -29,6 +30,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::compare::profile::Profile;
 use crate::compare::{self, Options, Path, Report, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
@@ -48,6 +50,8 @@ const BIGSCORES: &str = "synth-qwen3-bigscores";
 const SHORT: &str = "capital-france";
 /// A chat prompt (system + user), rendered with a generation prompt.
 const CHAT: &str = "chat-system-user";
+/// SmolLM2's last layer.
+const LAST_LAYER: usize = 29;
 /// Layers on the GPU of the hybrid path.
 const HYBRID_N: usize = 2;
 /// Every layer on the GPU with half of the synthetic Qwen3-MoE's 32
@@ -83,6 +87,9 @@ pub struct Mutant {
     /// Prompt rows per forward pass, when not the default.
     pub chunk: Option<usize>,
     pub expected: Expected,
+    /// A fault only the exact profile can see: run again with the
+    /// calibrated limits (`--profile calibrated`), it must pass there.
+    pub exact_only: bool,
 }
 
 impl Expected {
@@ -111,6 +118,7 @@ pub fn table() -> Vec<Mutant> {
             tap,
             split: None,
         },
+        exact_only: false,
     };
     let (cpu, gpu, hybrid) = (Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N));
     vec![
@@ -230,6 +238,17 @@ pub fn table() -> Vec<Mutant> {
                 false,
                 &["taps"],
                 Some((0, &["kqv_out"][..])),
+            )
+        },
+        Mutant {
+            exact_only: true,
+            ..m(
+                "last-layer-scale",
+                &[SHORT],
+                &[cpu],
+                false,
+                &["taps"],
+                Some((LAST_LAYER, &["kqv_out"][..])),
             )
         },
         m("sampler-top-p", &[SHORT], &[cpu], true, &["sampling"], None),
@@ -464,6 +483,7 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
             tap: None,
             split: None,
         },
+        exact_only: false,
     };
     let clean = run_one(setup, &clean_mutant, None)?;
     let mut faults = Vec::new();
@@ -484,7 +504,19 @@ fn run_one(setup: &Setup, m: &Mutant, fault: Option<&str>) -> Result<Outcome, St
     let start = Instant::now();
     let _zeroed = (!setup.poison).then(engine::poison::Unpoisoned::new);
     let report = compare_with(&setup.options(m), fault)?;
-    let o = judge(m, &report, start.elapsed().as_secs_f64());
+    let mut o = judge(m, &report, start.elapsed().as_secs_f64());
+    if m.exact_only {
+        let mut calibrated = setup.options(m);
+        calibrated.profile = Profile::Calibrated;
+        let report = compare_with(&calibrated, fault)?;
+        let escaped = report.passed();
+        o.matched &= escaped;
+        o.expected.push_str(", passes --profile calibrated");
+        if !escaped {
+            o.taps.push("also caught with --profile calibrated".into());
+        }
+        o.seconds = start.elapsed().as_secs_f64();
+    }
     if setup.progress {
         eprintln!(
             "[mutants] {}: {} by {} in {:.1} s",

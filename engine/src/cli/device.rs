@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::CliError;
+use crate::cpu::CpuNumerics;
 use crate::expert_cache::CacheSize;
 use crate::model::Model;
 use crate::placement::Side;
@@ -65,6 +66,22 @@ pub struct DeviceArgs {
     /// of recording; the results are the same bits).
     #[arg(long = "record-every-step")]
     pub record_every_step: bool,
+    /// How the CPU rounds RoPE, attention, SwiGLU and the router softmax:
+    /// ggml (llama.cpp's CPU backend's arithmetic, bit for bit) or
+    /// reference (each product rounded, sums in order, libm exp; a few
+    /// ulps apart). The GPU is not affected.
+    #[arg(
+        long = "cpu-numerics",
+        value_name = "ggml|reference",
+        default_value_t = CpuNumerics::Ggml,
+        value_parser = cpu_numerics
+    )]
+    pub cpu_numerics: CpuNumerics,
+}
+
+/// `ggml` or `reference` ([`CpuNumerics`]).
+fn cpu_numerics(s: &str) -> Result<CpuNumerics, String> {
+    s.parse()
 }
 
 /// `-1`, `0`, a count or `auto` ([`GpuLayers`]).
@@ -115,7 +132,8 @@ impl DeviceArgs {
             memory_limit: None,
             moe_cache: self.moe_cache,
         };
-        let (session, plan) = Session::on_devices(model, &req, cfg)?;
+        let (mut session, plan) = Session::on_devices(model, &req, cfg)?;
+        session.set_cpu_numerics(self.cpu_numerics);
         if gpu || self.print_plan {
             eprintln!("{plan}");
         }

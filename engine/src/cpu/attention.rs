@@ -3,10 +3,33 @@
 //! llama.cpp's CPU computes it: the query rounded to f16 before `K·q`, the
 //! probabilities rounded to f16 before `V·p` (its matmuls with an F16
 //! tensor convert the other operand to F16).
+//!
+//! [`CpuNumerics::Ggml`] computes what llama.cpp's CPU backend computes
+//! without flash attention, bit for bit ([`super::ggml`]), for a batch of
+//! `T` rows at positions `pos0..pos0 + T`:
+//!
+//! - `kq`: each score by `ggml_vec_dot_f32` (F32 cache) or
+//!   `ggml_vec_dot_f16` (F16), except where ggml's matrix product hands the
+//!   batch to tinyBLAS: `T >= 2` with an F16 cache (the query converted to
+//!   F16 is a contiguous operand) or with one query head (the permuted
+//!   query is contiguous then).
+//! - softmax: `s · scale`, the max, `exp(s - max)` by ggml's vector exp
+//!   over 8-position blocks aligned on position 0 (positions masked or
+//!   outside the window are `exp(-inf) = 0`), each block's sum ([`hsum8`])
+//!   added to an f64 sum, then `p · (1 / sum)` with the reciprocal rounded
+//!   to f32. llama.cpp pads the cache view to 256 positions; the padding
+//!   only adds blocks of zeros.
+//! - `kqv`: by tinyBLAS (8 lanes by position) for `T >= 2` and a V head
+//!   dimension that is a multiple of 4, otherwise by `ggml_vec_dot` over
+//!   the padded positions (32 lanes by position, no leftovers).
+//!
+//! [`hsum8`]: super::ggml::hsum8
 
 use super::attn_kernels;
+use super::ggml::{self, Dot, Lanes};
 use super::kv::{round_f16, KvStore};
 use super::parallel::for_chunks_init;
+use super::CpuNumerics;
 use crate::ops::AttnParams;
 use crate::simd::SimdLevel;
 
@@ -15,8 +38,15 @@ use crate::simd::SimdLevel;
 /// into `out` `[T, n_head · head_dim_v]`. See [`crate::ops::Ops::attention`].
 ///
 /// Work is split over (row, head) pairs; each pair is computed start to
-/// end by one thread.
-pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &AttnParams) {
+/// end by one thread. `numerics` says how it rounds (see the module docs).
+pub fn attention(
+    kv: &KvStore,
+    q: &[f32],
+    out: &mut [f32],
+    pos0: usize,
+    p: &AttnParams,
+    numerics: CpuNumerics,
+) {
     let (nh, nkv, dk, dv) = (p.n_head, p.n_kv_head, p.head_dim_k, p.head_dim_v);
     assert!(
         nkv > 0 && nh % nkv == 0 && kv.k_width() == nkv * dk && kv.v_width() == nkv * dv,
@@ -35,16 +65,32 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
     let group = nh / nkv;
     let level = SimdLevel::detected();
     let work = n_rows * nh * (pos0 + n_rows) * (dk + dv);
+    // ggml's products for a batch of this many rows (see the module docs).
+    let batch = n_rows >= 2;
+    let kq_dot = match (kv.is_f16(), batch && (kv.is_f16() || nh == 1)) {
+        (_, true) => Dot::Tiny,
+        (false, false) => Dot::VecF32,
+        (true, false) => Dot::VecF16,
+    };
+    let kqv_lanes = match batch && dv % 4 == 0 {
+        true => Lanes::Tiny,
+        false => Lanes::Vec,
+    };
     for_chunks_init(
         out,
         dv,
         work,
         || Scratch {
-            scores: Vec::with_capacity(pos0 + n_rows),
+            scores: Vec::with_capacity(pos0 + n_rows + 16),
             q: Vec::with_capacity(dk),
+            acc: Vec::new(),
         },
         |sc: &mut Scratch, i, o| {
-            let Scratch { scores, q: q16 } = sc;
+            let Scratch {
+                scores,
+                q: q16,
+                acc,
+            } = sc;
             let (t, h) = (i / nh, i % nh);
             let g = h / group;
             let pos = pos0 + t;
@@ -60,17 +106,31 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
                 qh = q16.as_slice();
             }
             let n = pos + 1 - first;
+            if numerics == CpuNumerics::Ggml {
+                // Scores of the 8-position blocks from `first & !7` to past
+                // `pos`; those outside `first..=pos` stay -inf (masked).
+                let a0 = first / 8 * 8;
+                scores.clear();
+                scores.resize((pos + 1).next_multiple_of(8) - a0, f32::NEG_INFINITY);
+                let vis = first - a0..pos + 1 - a0;
+                let s = &mut scores[vis.clone()];
+                ggml::dots(level, kq_dot, qh, kv.k_run(first, n, g * dk, dk), s);
+                scale_and_cap(s, p);
+                let max = attn_kernels::max(level, s);
+                let inv = (1.0 / ggml::soft_max(level, scores, max)) as f32;
+                let s = &mut scores[vis];
+                s.iter_mut().for_each(|s| *s *= inv);
+                if kv.is_f16() {
+                    round_f16(s);
+                }
+                let v = kv.v_run(first, n, g * dv, dv);
+                ggml::weighted(level, kqv_lanes, s, first, v, acc, o);
+                return;
+            }
             scores.clear();
             scores.resize(n, 0.0);
             attn_kernels::scores(level, qh, kv.k_run(first, n, g * dk, dk), scores);
-            for s in scores.iter_mut() {
-                *s *= p.scale;
-            }
-            if let Some(cap) = p.softcap {
-                for s in scores.iter_mut() {
-                    *s = (*s / cap).tanh() * cap;
-                }
-            }
+            scale_and_cap(scores, p);
             let max = attn_kernels::max(level, scores);
             for s in scores.iter_mut() {
                 *s = (*s - max).exp();
@@ -95,12 +155,27 @@ pub fn attention(kv: &KvStore, q: &[f32], out: &mut [f32], pos0: usize, p: &Attn
     );
 }
 
+/// `s · scale`, soft-capped if asked.
+fn scale_and_cap(scores: &mut [f32], p: &AttnParams) {
+    for s in scores.iter_mut() {
+        *s *= p.scale;
+    }
+    if let Some(cap) = p.softcap {
+        for s in scores.iter_mut() {
+            *s = (*s / cap).tanh() * cap;
+        }
+    }
+}
+
 /// Per-thread buffers of [`attention`].
 struct Scratch {
-    /// Scores of one (row, head) `[positions]`.
+    /// Scores of one (row, head) `[positions]` (Ggml: of whole 8-position
+    /// blocks).
     scores: Vec<f32>,
     /// The query head rounded to f16 `[head_dim_k]` (F16 cache only).
     q: Vec<f32>,
+    /// Ggml: the lanes of the weighted sum of V `[lanes, head_dim_v]`.
+    acc: Vec<f32>,
 }
 
 #[cfg(test)]
@@ -122,7 +197,7 @@ mod tests {
         let mut kv = KvStore::new(2, 2, 1, ty).unwrap();
         kv.write(0, &[k[0][0], k[0][1], k[1][0], k[1][1]], &v);
         let mut out = [0.0f32];
-        attention(&kv, &q, &mut out, 1, &p);
+        attention(&kv, &q, &mut out, 1, &p, CpuNumerics::Ggml);
         out[0]
     }
 

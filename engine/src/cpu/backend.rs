@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use super::dot::Kernels;
 use super::kv::KvStore;
+use super::matmul::matmul_tinyblas;
 use super::parallel::for_chunks;
 use super::{attention, elementwise, moe, norm, rope};
-use super::{embedding_row, matmul, matvec, CpuError, WeightView};
+use super::{embedding_row, matmul, matvec, CpuError, CpuNumerics, WeightView};
 use crate::ops::{
     Act, AttnParams, BackendError, BinaryOp, Kv, KvType, Ops, RopeParams, UnaryOp, Weight,
     WeightSource,
@@ -29,9 +30,11 @@ struct CpuWeight {
 /// row, [`matmul`] for a batch): activations are put in the weight type's
 /// partner format and dotted in integers, as llama.cpp's CPU backend does,
 /// so the numbers are those of its x86 build, not of an f32 product of
-/// dequantized weights.
+/// dequantized weights. RoPE, attention, SwiGLU and the router softmax
+/// round as [`CpuNumerics`] says (by default as ggml's CPU backend).
 pub struct CpuBackend {
     threads: Arc<Threads>,
+    numerics: CpuNumerics,
     /// `acts[id]`: one activation buffer, `[rows, width]` as allocated.
     acts: Vec<Vec<f32>>,
     weights: Vec<CpuWeight>,
@@ -65,6 +68,7 @@ impl CpuBackend {
     pub fn with_threads(threads: Arc<Threads>) -> CpuBackend {
         CpuBackend {
             threads,
+            numerics: CpuNumerics::default(),
             acts: Vec::new(),
             weights: Vec::new(),
             kvs: Vec::new(),
@@ -74,6 +78,16 @@ impl CpuBackend {
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads.count()
+    }
+
+    /// How the ops round from now on ([`CpuNumerics::Ggml`] unless set).
+    pub fn set_numerics(&mut self, numerics: CpuNumerics) {
+        self.numerics = numerics;
+    }
+
+    /// How the ops round.
+    pub fn numerics(&self) -> CpuNumerics {
+        self.numerics
     }
 
     fn view(&self, a: Act) -> &[f32] {
@@ -130,6 +144,10 @@ impl Ops for CpuBackend {
 
     fn worker_pool(&self) -> Option<Arc<Threads>> {
         Some(Arc::clone(&self.threads))
+    }
+
+    fn set_cpu_numerics(&mut self, numerics: CpuNumerics) {
+        self.set_numerics(numerics);
     }
 
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
@@ -254,6 +272,14 @@ impl Ops for CpuBackend {
             let view = weight_view(src);
             let r = if x.rows() == 1 {
                 matvec(&b.threads, view, b.view(x), o)
+            } else if b.numerics == CpuNumerics::Ggml {
+                // ggml's product of a float weight with a batch (tinyBLAS),
+                // where it takes one; its vec_dot otherwise.
+                match matmul_tinyblas(&b.threads, view, b.view(x), o) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => matmul(&b.threads, view, b.view(x), o),
+                    Err(e) => Err(e),
+                }
             } else {
                 matmul(&b.threads, view, b.view(x), o)
             };
@@ -262,7 +288,9 @@ impl Ops for CpuBackend {
     }
 
     fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize) {
-        self.with_out("rope", x, &[], |_, o| rope::rope(o, x.width(), p, pos0));
+        self.with_out("rope", x, &[], |b, o| {
+            rope::rope(o, x.width(), p, pos0, b.numerics)
+        });
     }
 
     fn attention(&mut self, kv: Kv, q: Act, k: Act, v: Act, out: Act, pos0: usize, p: &AttnParams) {
@@ -276,13 +304,14 @@ impl Ops for CpuBackend {
         );
         self.kvs[kv.0 as usize].write(pos0, ks, vs);
         self.with_out("attention", out, &[q], |b, o| {
-            attention::attention(&b.kvs[kv.0 as usize], b.view(q), o, pos0, p);
+            attention::attention(&b.kvs[kv.0 as usize], b.view(q), o, pos0, p, b.numerics);
         });
     }
 
     fn binary(&mut self, op: BinaryOp, x: Act, y: Act) {
-        self.with_out(op.name(), x, &[y], |b, o| {
-            elementwise::binary(op, o, b.view(y))
+        self.with_out(op.name(), x, &[y], |b, o| match op {
+            BinaryOp::Glu(kind) => elementwise::glu_rows(b.numerics, kind, o, b.view(y), x.width()),
+            _ => elementwise::binary(op, o, b.view(y)),
         });
     }
 
@@ -305,7 +334,9 @@ impl Ops for CpuBackend {
     }
 
     fn softmax(&mut self, x: Act) {
-        self.with_out("softmax", x, &[], |_, o| moe::softmax(o, x.width()));
+        self.with_out("softmax", x, &[], |b, o| {
+            moe::softmax_rows(b.numerics, o, x.width())
+        });
     }
 
     fn top_k(&mut self, probs: Act, ids: Act, weights: Act) {

@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 use half::f16;
 
 use super::parallel::for_chunks;
+use super::{ggml, CpuNumerics};
 use crate::ops::{BinaryOp, GluKind, UnaryOp};
+use crate::simd::SimdLevel;
 
 /// Elements per parallel chunk of an elementwise op.
 const CHUNK: usize = 4096;
@@ -68,7 +70,32 @@ fn geglu_one(g: f32, u: f32, table: &[f16]) -> f32 {
     }
 }
 
-/// `gate = act(gate) * up`.
+/// `gate = act(gate) * up` of each `width`-element row as `numerics` says:
+/// [`CpuNumerics::Ggml`]'s SwiGLU is `ggml_vec_swiglu_f32` of each row
+/// ([`ggml::swiglu`]: ggml's vector exp over the row's whole 8-element
+/// vectors, libm's for the rest); GeGLU is the same in both (ggml's table).
+pub fn glu_rows(numerics: CpuNumerics, kind: GluKind, gate: &mut [f32], up: &[f32], width: usize) {
+    if numerics == CpuNumerics::Reference || kind != GluKind::SwiGlu {
+        return glu(kind, gate, up);
+    }
+    assert!(
+        gate.len() == up.len() && width > 0 && gate.len().is_multiple_of(width),
+        "glu: gate {} and up {} elements in rows of {width}",
+        gate.len(),
+        up.len()
+    );
+    let level = SimdLevel::detected();
+    let chunk = width * (CHUNK / width).max(1);
+    for_chunks(gate, chunk, gate.len() * 8, |i, g| {
+        let u = &up[i * chunk..i * chunk + g.len()];
+        for (g, u) in g.chunks_exact_mut(width).zip(u.chunks_exact(width)) {
+            ggml::swiglu(level, g, u);
+        }
+    });
+}
+
+/// `gate = act(gate) * up`, [`CpuNumerics::Reference`]'s arithmetic (libm
+/// exp per element).
 pub fn glu(kind: GluKind, gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "glu: gate and up lengths");
     let table = match kind {

@@ -9,16 +9,23 @@
 //! next chunk is read. Each output element is one kernel dot, computed
 //! once, by one thread: the result is the same for any thread count, and
 //! `matmul` over `n` tokens gives exactly what `matvec` gives token by
-//! token.
+//! token, except where ggml changes kernels with the batch: a K-quant
+//! weight times 8 or more rows takes ggml's tiled kernel
+//! ([`super::dot::tiled`]), as llama.cpp's CPU backend does.
 //!
 //! A decode step makes a few hundred small products of 5-100 us each; the
 //! team's workers spin between them, so each starts without a wake-up.
 
+use half::f16;
+
 use crate::quant;
+use crate::GgmlType;
 
 use super::act::quantize_act;
-use super::dot::{Kernels, Rows, Tile};
+use super::dot::{self, Kernels, Rows, Tile};
 use super::error::CpuError;
+use super::ggml::{self, Dot};
+use super::kv::{Row, Run};
 use super::weight::WeightView;
 use crate::threads::Threads;
 
@@ -46,7 +53,9 @@ pub fn matvec(
 
 /// `Y = X W^T` for `n` activation rows: `x` is `[n, w.cols()]` and `y`
 /// receives `[n, w.rows()]`, row-major. Row `t` of `y` is bit for bit what
-/// [`matvec`] gives for row `t` of `x`.
+/// [`matvec`] gives for row `t` of `x`, except, as in ggml, for a K-quant
+/// weight and 8 or more rows: each element is then ggml's tiled kernel's
+/// ([`dot::tiled`]), still the same for any thread count or tiling.
 pub fn matmul(
     threads: &Threads,
     w: WeightView<'_>,
@@ -103,6 +112,8 @@ pub fn matmul(
     }
 
     let n_blocks = cols / w.ty().block_elems();
+    // ggml's tiled kernel for a K-quant weight and 8 or more rows.
+    let tiled = n >= dot::tiled::MIN_ROWS && dot::tiled::takes(w.ty());
     let chunk = rows_per_task(rows, w.row_bytes(), n, threads.count());
     let tile = |r0: usize, r1: usize, t0: usize, t1: usize, out: &mut [f32], ld: usize| {
         let rb = w.row_bytes();
@@ -133,9 +144,29 @@ pub fn matmul(
         let (r0, r1) = (i * chunk, ((i + 1) * chunk).min(rows));
         let m = r1 - r0;
         let mut buf = vec![0.0f32; m * PREFILL_TOKENS.min(n)];
+        // The tiled kernel's weights, decoded once for every token group.
+        let decoded = tiled.then(|| {
+            let rb = w.row_bytes();
+            let wr = Rows {
+                data: &w.data()[r0 * rb..r1 * rb],
+                stride: rb,
+                count: m,
+            };
+            dot::tiled::DecodedRows::new(w.ty(), wr, n_blocks)
+        });
         for t0 in (0..n).step_by(PREFILL_TOKENS) {
             let t1 = (t0 + PREFILL_TOKENS).min(n);
-            tile(r0, r1, t0, t1, &mut buf, m);
+            match &decoded {
+                Some(dec) => {
+                    let ar = Rows {
+                        data: &act[t0 * act_row..t1 * act_row],
+                        stride: act_row,
+                        count: t1 - t0,
+                    };
+                    dec.tile(kern.level, ar, &mut buf, m);
+                }
+                None => tile(r0, r1, t0, t1, &mut buf, m),
+            }
             for t in t0..t1 {
                 let src = &buf[(t - t0) * m..(t - t0 + 1) * m];
                 // SAFETY: `y` holds `n * rows` floats (checked above), so
@@ -148,6 +179,104 @@ pub fn matmul(
         }
     });
     Ok(())
+}
+
+/// `Y = X W^T` as ggml's CPU backend computes the product of an F32 or F16
+/// weight with 2 or more activation rows: llamafile's tinyBLAS
+/// ([`ggml::tinyblas_dot`]: 8 FMA lanes over the inner dimension, then
+/// [`ggml::hsum8`]), the activations rounded to f16 for an F16 weight.
+/// Returns false, writing nothing, where ggml would not take tinyBLAS
+/// (another type, one row, `w.rows()` not a multiple of 4): [`matmul`]'s
+/// `ggml_vec_dot` is then ggml's product.
+pub(crate) fn matmul_tinyblas(
+    threads: &Threads,
+    w: WeightView<'_>,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<bool, CpuError> {
+    let (rows, cols) = (w.rows(), w.cols());
+    let ty = w.ty();
+    if !matches!(ty, GgmlType::F32 | GgmlType::F16) || cols == 0 || !rows.is_multiple_of(4) {
+        return Ok(false);
+    }
+    let n = x.len() / cols;
+    if n < 2 {
+        return Ok(false);
+    }
+    check_len("matmul input", n * cols, x.len())?;
+    check_len("matmul output", n * rows, y.len())?;
+    // The activations as ggml converts them for the weight's type.
+    let xh: Vec<f32>;
+    let x = match ty {
+        GgmlType::F16 => {
+            xh = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+            &xh[..]
+        }
+        _ => x,
+    };
+    let wf32: Vec<f32>;
+    let wf16: Vec<f16>;
+    let data = w.data();
+    let weights = match ty {
+        GgmlType::F32 => {
+            // SAFETY: every bit pattern is an f32; `align_to` returns the
+            // aligned middle only.
+            match unsafe { data.align_to::<f32>() } {
+                ([], mid, []) => Row::F32(mid),
+                _ => {
+                    wf32 = data
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect();
+                    Row::F32(&wf32)
+                }
+            }
+        }
+        _ => {
+            // SAFETY: as above, for f16 (16 bits, any pattern a value).
+            match unsafe { data.align_to::<f16>() } {
+                ([], mid, []) => Row::F16(mid),
+                _ => {
+                    wf16 = data
+                        .chunks_exact(2)
+                        .map(|b| f16::from_le_bytes([b[0], b[1]]))
+                        .collect();
+                    Row::F16(&wf16)
+                }
+            }
+        }
+    };
+    let level = threads.simd();
+    let chunk = rows_per_task(rows, w.row_bytes(), n, threads.count());
+    let out = OutPtr(y.as_mut_ptr());
+    let out = &out;
+    threads.run(rows.div_ceil(chunk), |i| {
+        let (r0, r1) = (i * chunk, ((i + 1) * chunk).min(rows));
+        let m = r1 - r0;
+        let run = Run {
+            rows: match weights {
+                Row::F32(d) => Row::F32(&d[r0 * cols..r1 * cols]),
+                Row::F16(d) => Row::F16(&d[r0 * cols..r1 * cols]),
+            },
+            stride: cols,
+            len: cols,
+            count: m,
+        };
+        let mut buf = vec![0.0f32; m];
+        for t in 0..n {
+            ggml::dots(
+                level,
+                Dot::Tiny,
+                &x[t * cols..(t + 1) * cols],
+                run,
+                &mut buf,
+            );
+            // SAFETY: as in `matmul`: `t * rows + r0 .. t * rows + r1` is
+            // inside `y`, and the tasks own disjoint row ranges.
+            unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), out.0.add(t * rows + r0), m) };
+        }
+    });
+    Ok(true)
 }
 
 /// Row `row` of `w` dequantized into `out` (`w.cols()` elements): the

@@ -7,10 +7,31 @@ use super::argsort::argsort_desc;
 use super::error::CpuError;
 use super::matmul::{matmul, matvec};
 use super::weight::WeightView;
+use super::{ggml, CpuNumerics};
 use crate::fault;
 use crate::threads::Threads;
 
-/// Softmax of each `width`-element row of `x`, in place.
+/// Softmax of each `width`-element row of `x`, in place, as `numerics`
+/// says: [`CpuNumerics::Ggml`] as ggml's `soft_max` without mask or scale
+/// ([`ggml::soft_max`]: ggml's vector exp and its per-8 sums), otherwise
+/// [`softmax`].
+pub fn softmax_rows(numerics: CpuNumerics, x: &mut [f32], width: usize) {
+    if numerics == CpuNumerics::Reference {
+        return softmax(x, width);
+    }
+    let level = crate::simd::SimdLevel::detected();
+    for row in x.chunks_exact_mut(width) {
+        // ggml_vec_max_f32: MAX(max, v) = max > v ? max : v from -inf.
+        let max = row
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &v| if m > v { m } else { v });
+        let inv = (1.0 / ggml::soft_max(level, row, max)) as f32;
+        row.iter_mut().for_each(|v| *v *= inv);
+    }
+}
+
+/// Softmax of each `width`-element row of `x`, in place, with
+/// [`CpuNumerics::Reference`]'s arithmetic (libm exp, the sum in order).
 pub fn softmax(x: &mut [f32], width: usize) {
     for row in x.chunks_exact_mut(width) {
         let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);

@@ -170,7 +170,7 @@ impl ModelWeights {
             cx.tap("Qcur", s.q)?;
             cx.tap("Kcur", s.k)?;
             cx.tap("Vcur", s.v)?;
-            cx.attention(kv[l], s.q, s.k, s.v, s.att, pos0, &attn_params(hp, ld));
+            cx.attention(kv[l], s.q, s.k, s.v, s.att, pos0, &attn_params(hp, ld, l));
             cx.tap("kqv_out", s.att)?;
             cx.matmul(w.wo, s.att, s.proj);
             if let Some(name) = spec.taps.attn_out {
@@ -237,14 +237,19 @@ fn rope_params(spec: &ArchSpec, hp: &Hparams, ld: &LayerDesc) -> RopeParams {
     }
 }
 
-/// Attention of layer `ld`.
-fn attn_params(hp: &Hparams, ld: &LayerDesc) -> AttnParams {
+/// Attention of layer `l` (`ld`).
+fn attn_params(hp: &Hparams, ld: &LayerDesc, l: usize) -> AttnParams {
+    let scale = if l + 1 == hp.n_layer && fault::active("last-layer-scale") {
+        hp.attn_scale * (1.0 + 1e-6)
+    } else {
+        hp.attn_scale
+    };
     AttnParams {
         n_head: hp.n_head,
         n_kv_head: hp.n_kv_head,
         head_dim_k: hp.head_dim_k,
         head_dim_v: hp.head_dim_v,
-        scale: hp.attn_scale,
+        scale,
         window: ld.window(),
         softcap: None,
     }

@@ -11,6 +11,11 @@ use crate::placement::Stage;
 /// is `[HEAD_BLOCK, n_vocab]`).
 pub const HEAD_BLOCK: usize = 16;
 
+/// Rows from which a projection is summed as one batch (ggml's tiled
+/// kernel for K-quant weights); the head's last block has at least this
+/// many rows when the batch has.
+const HEAD_TILED_MIN: usize = 8;
+
 /// Which rows of a batch get logits, and where they go on the host.
 pub enum HeadOut<'o> {
     /// None (a prompt chunk before the last).
@@ -52,7 +57,16 @@ pub fn run(
     cx.rms_norm(rows, Some(norm), hp.rms_eps, hp.n_embd, xn);
     cx.tap("result_norm", xn)?;
     for b in (0..n).step_by(HEAD_BLOCK) {
-        let m = HEAD_BLOCK.min(n - b);
+        // llama.cpp projects a batch's rows in one matmul, whose kernel
+        // for K-quant weights changes at 8 rows (its tiled sums from 8
+        // on): a last block of fewer than 8 rows of a batch of 8 or more
+        // is widened back to 8, so that every row is summed as llama.cpp
+        // sums it; the rows it shares with the block before come out the
+        // same again.
+        let (b, m) = match HEAD_BLOCK.min(n - b) {
+            m if m < HEAD_TILED_MIN && n >= HEAD_TILED_MIN => (n - HEAD_TILED_MIN, HEAD_TILED_MIN),
+            m => (b, m),
+        };
         let l = logits.first(m);
         cx.matmul(output, xn.rows_from(b, m), l);
         if let Some(cap) = hp.final_softcap {

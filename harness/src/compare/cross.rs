@@ -138,6 +138,7 @@ mod tests {
             taps: BTreeMap::from([("default".to_string(), default)]),
             taps_layer0: BTreeMap::new(),
             corpus: None,
+            exact: false,
         }
     }
 

@@ -20,6 +20,9 @@ pub struct PositionStat {
     /// Where we disagree: llama.cpp's logit of its token minus its logit
     /// of ours (None: we agree, or ours is not in its top-64).
     pub margin_to_ours: Option<f32>,
+    /// Our logits of llama.cpp's top-64 ids are its values, bit for bit.
+    #[serde(default)]
+    pub identical: bool,
 }
 
 impl PositionStat {
@@ -55,6 +58,10 @@ pub fn position(reference: TopKRow<'_>, ours: &[f32]) -> PositionStat {
             _ => f32::INFINITY,
         },
         margin_to_ours,
+        identical: reference.ids.iter().zip(reference.values).all(|(&id, v)| {
+            ours.get(id as usize)
+                .is_some_and(|o| o.to_bits() == v.to_bits())
+        }),
     }
 }
 

@@ -43,6 +43,7 @@ pub mod merge;
 pub mod names;
 pub mod nan;
 pub mod plots;
+pub mod profile;
 pub mod provenance;
 pub mod regression;
 pub mod report;

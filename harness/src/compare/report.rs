@@ -131,6 +131,10 @@ pub struct PromptReport {
     /// Messages from the Vulkan validation layer during this prompt (None:
     /// no GPU on this path, or validation off).
     pub validation_messages: Option<usize>,
+    /// The CPU path's profile: "exact", or "calibrated: why" (None on
+    /// other paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     pub failures: Vec<Failure>,
     #[serde(deserialize_with = "crate::compare::nan::f64")]
     pub seconds: f64,
@@ -151,6 +155,7 @@ impl PromptReport {
             split: None,
             corpus: None,
             validation_messages: None,
+            profile: None,
             failures: Vec::new(),
             seconds: 0.0,
         }
@@ -240,6 +245,13 @@ impl Report {
                 let _ = writeln!(out, "  {t}");
             }
         }
+        let profiles = self.profile_lines();
+        if !profiles.is_empty() {
+            out.push_str("\nCPU path limits per model:\n");
+            for line in profiles {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
         if let Some(b) = &self.baseline {
             out.push('\n');
             for line in b.summary() {
@@ -270,6 +282,25 @@ impl Report {
     /// prompt × path (and one per path against the first path), then the
     /// model-level rows (tokenizer corpus, chat renders, skipped); with a
     /// baseline, a last column "vs baseline" (the figures worse, or `new`).
+    /// Per model run on the CPU path, its profile: exact (held to zero)
+    /// or calibrated, with why.
+    fn profile_lines(&self) -> Vec<String> {
+        self.models
+            .iter()
+            .filter_map(|m| {
+                let p = m.prompts.iter().find_map(|p| p.profile.as_deref())?;
+                Some(if p == "exact" {
+                    format!(
+                        "{}: exact (every tap, the logits and the greedy steps bit-identical)",
+                        m.id
+                    )
+                } else {
+                    format!("{}: {p}", m.id)
+                })
+            })
+            .collect()
+    }
+
     pub fn table_rows(&self) -> Vec<Vec<String>> {
         let mut rows = self.check_rows();
         if let Some(b) = &self.baseline {

@@ -57,6 +57,7 @@ fn logits(n: usize, scale: f64, disagree: &[usize]) -> LogitsResult {
             top1: !disagree.contains(&p),
             margin: 1.0,
             margin_to_ours: disagree.contains(&p).then_some(0.5),
+            identical: false,
         })
         .collect();
     let klds: Vec<f64> = per_position.iter().map(|p| p.kld).collect();

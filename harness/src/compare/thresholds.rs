@@ -71,6 +71,12 @@ pub struct Limits {
     /// reference data has a corpus base for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<CorpusLimits>,
+    /// The CPU path computes llama.cpp's bits on this model (`[model.cpu]`
+    /// only): where the capture's configuration allows it, the exact
+    /// profile holds every tap, the logits and the greedy steps to zero
+    /// ([`super::profile`]); these limits are the fallback.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
 }
 
 impl Limits {

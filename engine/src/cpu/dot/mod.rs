@@ -24,6 +24,7 @@
 pub mod float;
 pub mod k;
 pub mod legacy;
+pub mod tiled;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -117,12 +117,13 @@ pub(super) fn split_check(
 }
 
 /// Runs the engine on the captured ids and fills taps, logits and greedy.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub(super) fn engine_checks(
     opts: &Options,
     session: &mut Session,
     data: &PromptData,
     prompt: &PromptCapture,
+    chunk: usize,
     limits: &Limits,
     r: &mut PromptReport,
     baseline: Option<&PathOutputs>,
@@ -165,7 +166,7 @@ pub(super) fn engine_checks(
     // Kept by the first path only, when other paths compare with it.
     let keep_top = baseline.is_none() && opts.paths.several();
     let mut last = Vec::new();
-    let chunk_len = opts.chunk.max(1);
+    let chunk_len = chunk.max(1);
     for (c, chunk) in ids.chunks(chunk_len).enumerate() {
         let pos0 = c * chunk_len;
         if let Some(s) = sink.as_mut() {
@@ -230,6 +231,18 @@ pub(super) fn engine_checks(
                 l.nmse, limits.logits_nmse
             ),
         ));
+    }
+    if limits.exact {
+        if let Some(pos) = l.per_position.iter().position(|p| !p.identical) {
+            let n = l.per_position.iter().filter(|p| !p.identical).count();
+            r.failures.push(Failure::new(
+                "logits",
+                format!(
+                    "{n} of {} positions' top-64 logits differ from llama.cpp's (exact profile); first: position {pos}",
+                    l.positions
+                ),
+            ));
+        }
     }
     if !within(l.kld.mean, limits.kld_mean) {
         r.failures.push(Failure::new(

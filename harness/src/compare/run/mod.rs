@@ -22,6 +22,7 @@ use engine::model::ModelOptions;
 use engine::vulkan::DeviceSelector;
 
 use super::matrix::{self, Costs, Item, Shard};
+use super::profile::Profile;
 use super::report::{Provenance, Report};
 use super::thresholds::Thresholds;
 use super::{Path, Paths};
@@ -80,6 +81,8 @@ pub struct Options {
     pub shard: Option<Shard>,
     /// Measured seconds per item: the shard balance and the progress ETA.
     pub costs: Costs,
+    /// The CPU path's limits: exact where possible, or calibrated.
+    pub profile: Profile,
 }
 
 impl Options {
@@ -105,6 +108,7 @@ impl Options {
             quick: false,
             shard: None,
             costs: Costs::default(),
+            profile: Profile::default(),
         }
     }
 

@@ -25,9 +25,9 @@ use super::Options;
 use crate::compare::cross::PathOutputs;
 use crate::compare::matrix::Item;
 use crate::compare::report::{ModelReport, PromptReport};
-use crate::compare::split;
 use crate::compare::thresholds::Limits;
 use crate::compare::tokens::PromptTokens;
+use crate::compare::{profile, split};
 use crate::compare::{Failure, Path};
 use crate::reference::format::{Manifest, ManifestModel, PromptCapture};
 use crate::reference::writer::sha256_file;
@@ -176,7 +176,12 @@ impl ModelRun<'_> {
             .max()
             .unwrap_or(1);
         r.paths = paths.to_vec();
+        let cpu_profile = match opts.thresholds.limits(&entry.id, Path::Cpu) {
+            Some(l) => profile::cpu_profile(opts.profile, l, model_ref.capture()),
+            None => Err("no limits".into()),
+        };
         let ctx = ModelCtx {
+            cpu_profile,
             paths: r.paths.clone(),
             opts,
             manifest: data.manifest(),
@@ -257,9 +262,27 @@ struct ModelCtx<'a> {
     kv_type: KvType,
     /// The session of each path, made on first use (or why it could not be).
     sessions: RefCell<HashMap<Path, Result<Session, String>>>,
+    /// The CPU path's profile: `Ok` exact, `Err(why)` calibrated.
+    cpu_profile: Result<(), String>,
 }
 
 impl ModelCtx<'_> {
+    /// Whether `path` is held to the exact profile.
+    fn exact(&self, path: Path) -> bool {
+        path == Path::Cpu && self.cpu_profile.is_ok()
+    }
+
+    /// Prompt rows per forward pass on `path`: the capture's batch under
+    /// the exact profile (llama.cpp picks its attention kernels by the
+    /// rows of a batch), else `--chunk`.
+    fn chunk(&self, path: Path) -> usize {
+        if self.exact(path) {
+            self.model_ref.capture().settings.n_ubatch as usize
+        } else {
+            self.opts.chunk
+        }
+    }
+
     /// Runs `f` on `path`'s session, reset to position 0.
     fn with_session<T>(
         &self,
@@ -270,7 +293,7 @@ impl ModelCtx<'_> {
         let s = sessions.entry(path).or_insert_with(|| {
             let cfg = SessionConfig {
                 n_ctx: self.n_ctx,
-                n_batch: self.opts.chunk.clamp(1, self.n_ctx),
+                n_batch: self.chunk(path).clamp(1, self.n_ctx),
                 kv_type: self.kv_type,
                 threads: self.opts.threads,
             };
@@ -367,6 +390,7 @@ fn unlimited() -> Limits {
         taps: [("default".to_string(), f64::INFINITY)].into(),
         taps_layer0: Default::default(),
         corpus: None,
+        exact: false,
     }
 }
 
@@ -403,7 +427,9 @@ impl ModelCtx<'_> {
         let checked = data.as_ref().map_err(Clone::clone).and_then(|d| {
             self.with_session(path, |session| {
                 let before = session.devices().validation_messages().len();
-                let outputs = engine_checks(opts, session, d, prompt, &limits, &mut r, baseline)?;
+                let chunk = self.chunk(path);
+                let outputs =
+                    engine_checks(opts, session, d, prompt, chunk, &limits, &mut r, baseline)?;
                 if path.uses_gpu() && opts.validation {
                     let msgs = session.devices().validation_messages();
                     let new = &msgs[before.min(msgs.len())..];
@@ -442,7 +468,20 @@ impl ModelCtx<'_> {
     /// file has none.
     fn limits(&self, model_id: &str, key: &str, path: Path, r: &mut PromptReport) -> Limits {
         let found = self.opts.thresholds.limits(model_id, path);
-        self.found_or_unlimited(found, model_id, key, r)
+        let limits = self.found_or_unlimited(found, model_id, key, r);
+        if path != Path::Cpu {
+            return limits;
+        }
+        match &self.cpu_profile {
+            Ok(()) => {
+                r.profile = Some("exact".into());
+                profile::exact_limits(&limits)
+            }
+            Err(why) => {
+                r.profile = Some(format!("calibrated: {why}"));
+                limits
+            }
+        }
     }
 
     /// `found`, or unlimited with a failure naming `key`.

@@ -19,6 +19,9 @@
 mod float;
 mod k;
 mod legacy;
+mod tiled;
+
+pub(super) use tiled::tiled_tile;
 
 use std::arch::x86_64::*;
 
