@@ -111,16 +111,17 @@ void main() {
             dbits = div_rn(0x3f800000u, iscale);
         }
         bool iscale_finite_nonzero = is_finite_bits(iscale) && (iscale & 0x7fffffffu) != 0u;
-        // q = min(127, nearest_int(fma(iscale, x, 1.5 * 2^23))): the exact
-        // product rounded once. Where the fma is NaN or ±inf (x NaN, iscale
-        // 0 or inf) its bits give 0 after ggml's mask; so does 0 * finite.
+        // q = min(127, nearest_int(iscale * x)): the product rounded to f32,
+        // then to an integer (ggml-base's build has no FMA to fuse them).
+        // Where the product is NaN or ±inf (x NaN, iscale 0 or inf) its bits
+        // give 0 after ggml's mask; so does 0 * finite.
         for (uint w = 0u; w < 8u; w++) {
             uint word = 0u;
             for (uint j = 0u; j < 4u; j++) {
                 uint xb = floatBitsToUint(X[x0 + 4u * w + j]);
                 int q = 0;
                 if (iscale_finite_nonzero && is_finite_bits(xb) && (xb & 0x7fffffffu) != 0u) {
-                    q = min(round_product(xb, iscale, false), 127);
+                    q = min(round_product(xb, iscale, true), 127);
                 }
                 word |= (uint(q) & 0xffu) << (8u * j);
             }

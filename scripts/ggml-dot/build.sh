@@ -16,9 +16,13 @@ BASE="-O2 -march=x86-64"
 
 say "ggml source: $SRC"
 say "compiling the AVX2 build"
-for f in ggml-cpu/quants.c ggml-cpu/arch/x86/quants.c ggml-quants.c; do
+for f in ggml-cpu/quants.c ggml-cpu/arch/x86/quants.c; do
     gcc $AVX2 -std=gnu11 $INC -c "$SRC/src/$f" -o "$WORK/avx2-$(echo $f | tr / _).o"
 done
+# ggml-quants.c (the reference quantizers, Q8_K's among them) belongs to
+# ggml-base, which llama-cpp-sys-2 compiles for baseline x86-64: no FMA, so
+# no multiply is fused into the rounding add that follows it.
+gcc $BASE -std=gnu11 $INC -c "$SRC/src/ggml-quants.c" -o "$WORK/avx2-ggml-quants.c.o"
 g++ $AVX2 -std=gnu++17 $INC -c "$SRC/src/ggml-cpu/vec.cpp" -o "$WORK/avx2-vec.o"
 
 say "compiling the baseline build (generic kernels, renamed base_*)"

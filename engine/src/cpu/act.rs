@@ -6,11 +6,12 @@
 //! `id = 127 / amax` (the reference uses `1 / (amax / 127)`) and rounds half
 //! to even (the reference rounds half away from zero). The two differ on
 //! ties and where the two `id`s differ in the last bit. For Q8_K it runs the
-//! reference quantizer, but compiled with FMA (as llama.cpp is on x86-64
-//! with AVX2): gcc contracts `nearest_int(iscale * x)`, whose body adds
-//! 1.5 * 2^23 to round, into one fused multiply-add, so the product is not
-//! rounded first; about one block in a hundred gets a different byte. The
-//! functions here compute the bytes of that build, so that a dot product
+//! reference quantizer (`quantize_row_q8_K_ref`), which lives in ggml-base:
+//! llama-cpp-sys-2 compiles that library for baseline x86-64 (no FMA; seen in
+//! its object code: `mulps` then `addps`), so `nearest_int(iscale * x)`
+//! rounds the product to f32 before the 1.5 * 2^23 add rounds it to an
+//! integer, and an exact product just off a tie goes to the tie's even side.
+//! The functions here compute the bytes of that build, so that a dot product
 //! here sees the same integers llama.cpp's does
 //! (engine/tests/cpu_ggml_vectors.rs checks them against ggml's own). F16
 //! and BF16 are the reference conversions (F16C rounds to nearest even, as
@@ -182,45 +183,14 @@ pub fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
     }
 }
 
-/// One Q8_K block as ggml's `quantize_row_q8_K_ref` computes it when
-/// compiled with FMA contraction: `d = 1 / iscale` with `iscale = -127 / max`
-/// (`max` the first element of largest magnitude), each quant
-/// `min(127, nearest_int(iscale * x))` with the multiply fused into the
-/// rounding add.
-#[inline(always)]
+/// One Q8_K block as llama.cpp's build of ggml's `quantize_row_q8_K_ref`
+/// computes it: [`BlockQ8_K::quantize`] (`d = 1 / iscale` with
+/// `iscale = -127 / max`, `max` the first element of largest magnitude, each
+/// quant `min(127, nearest_int(iscale * x))` with the product rounded to f32
+/// first).
 pub fn q8_k_block(x: &[f32]) -> BlockQ8_K {
-    let x = &x[..256];
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    if amax == 0.0 {
-        return BlockQ8_K {
-            d: 0.0,
-            qs: [0; 256],
-            bsums: [0; 16],
-        };
-    }
-    let iscale = -127.0 / max;
-    let mut qs = [0i8; 256];
-    for (q, &x) in qs.iter_mut().zip(x) {
-        let bits = iscale.mul_add(x, 12_582_912.0).to_bits() as i32;
-        *q = ((bits & 0x007f_ffff) - 0x0040_0000).min(127) as i8;
-    }
-    let mut bsums = [0i16; 16];
-    for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
-        for &q in g {
-            *s += q as i16;
-        }
-    }
-    BlockQ8_K {
-        d: 1.0 / iscale,
-        qs,
-        bsums,
-    }
+    let x: &[f32; 256] = x[..256].try_into().expect("a Q8_K block holds 256 values");
+    BlockQ8_K::quantize(x)
 }
 
 #[cfg(test)]
