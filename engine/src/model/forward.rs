@@ -170,7 +170,11 @@ impl ModelWeights {
             cx.tap("Qcur", s.q)?;
             cx.tap("Kcur", s.k)?;
             cx.tap("Vcur", s.v)?;
-            cx.attention(kv[l], s.q, s.k, s.v, s.att, pos0, &attn_params(hp, ld, l));
+            let (q_scale, attn) = attn_params(spec, hp, ld, l);
+            if let Some(scale) = q_scale {
+                cx.scale(s.q, scale);
+            }
+            cx.attention(kv[l], s.q, s.k, s.v, s.att, pos0, &attn);
             cx.tap("kqv_out", s.att)?;
             cx.matmul(w.wo, s.att, s.proj);
             if let Some(name) = spec.taps.attn_out {
@@ -237,20 +241,29 @@ fn rope_params(spec: &ArchSpec, hp: &Hparams, ld: &LayerDesc) -> RopeParams {
     }
 }
 
-/// Attention of layer `l` (`ld`).
-fn attn_params(hp: &Hparams, ld: &LayerDesc, l: usize) -> AttnParams {
+/// Attention of layer `l` (`ld`), and the scale that multiplies the query
+/// before it where the architecture scales the query rather than the
+/// scores ([`super::spec::AttnScale::on_query`]; the attention's own scale is then 1).
+fn attn_params(
+    spec: &ArchSpec,
+    hp: &Hparams,
+    ld: &LayerDesc,
+    l: usize,
+) -> (Option<f32>, AttnParams) {
     let scale = if l + 1 == hp.n_layer && fault::active("last-layer-scale") {
         hp.attn_scale * (1.0 + 1e-6)
     } else {
         hp.attn_scale
     };
-    AttnParams {
+    let on_query = spec.attn_scale.on_query();
+    let params = AttnParams {
         n_head: hp.n_head,
         n_kv_head: hp.n_kv_head,
         head_dim_k: hp.head_dim_k,
         head_dim_v: hp.head_dim_v,
-        scale,
+        scale: if on_query { 1.0 } else { scale },
         window: ld.window(),
         softcap: None,
-    }
+    };
+    (on_query.then_some(scale), params)
 }

@@ -158,9 +158,19 @@ pub enum AttnScale {
     /// from GGUF): `1 / sqrt(n_embd / n_head)` (integer division) for the
     /// 27B model (62 layers), `1 / sqrt(head_dim_k)` for every other size.
     /// For the 270M: head_dim 256, so 1/16. Applied to Q before attention
-    /// (after the `Qcur` tap); we pass it as the attention's scale, which
-    /// is the same product.
+    /// (after the `Qcur` tap), as llama.cpp's `ggml_scale(Qcur)` with a
+    /// softmax scale of 1: against an F16 cache the scaled query is what is
+    /// rounded to f16 (a query element that the scale takes into f16's
+    /// subnormal range rounds differently from the unscaled one).
     Gemma3,
+}
+
+impl AttnScale {
+    /// Whether the scale multiplies the query before `q · k` (rather than
+    /// the scores).
+    pub fn on_query(self) -> bool {
+        matches!(self, AttnScale::Gemma3)
+    }
 }
 
 /// Which layers use sliding-window attention.
