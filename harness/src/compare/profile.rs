@@ -10,7 +10,7 @@
 //! (its scalar code computes the same bits as its SIMD code). A capture
 //! made with that configuration can be held to zero, on the models whose
 //! every op sharpi reproduces (`exact = true` in the thresholds file). Any
-//! other capture (another ISA, an F16 KV cache, a model with an op that
+//! other capture (another ISA, a quantized KV cache, a model with an op that
 //! still differs) keeps its calibrated limits, and the report says why.
 
 use crate::reference::format::ModelCapture;
