@@ -127,38 +127,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::{weighted_sum_scalar, Row, Run};
-
-    /// Eight elements of a row at `p`, as f32.
-    trait Elem: Copy {
-        unsafe fn load8(p: *const Self) -> __m256;
-        unsafe fn at(p: *const Self) -> f32;
-    }
-
-    impl Elem for f32 {
-        #[inline(always)]
-        unsafe fn load8(p: *const f32) -> __m256 {
-            // SAFETY: the caller reads eight elements inside the run.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn at(p: *const f32) -> f32 {
-            // SAFETY: the caller reads one element inside the run.
-            unsafe { *p }
-        }
-    }
-
-    impl Elem for half::f16 {
-        #[inline(always)]
-        unsafe fn load8(p: *const half::f16) -> __m256 {
-            // SAFETY: as above; eight halves are 16 bytes.
-            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
-        }
-        #[inline(always)]
-        unsafe fn at(p: *const half::f16) -> f32 {
-            // SAFETY: as above, one element.
-            unsafe { (*p).to_f32() }
-        }
-    }
+    use crate::cpu::elem8::Elem;
 
     /// The definition's fold of sixteen partial sums held as two vectors
     /// (sums 0-7 and 8-15) for each of four keys, as [k0, k2, k0, k2 | k1,
@@ -366,21 +335,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use half::f16;
-
+    use super::super::kv::fixture::{values, Rows};
     use super::*;
-
-    fn values(seed: u64, n: usize) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
 
     /// Every level this CPU runs computes the scalar definition's bits, for
     /// F32 and F16 rows, over odd lengths and counts and padded strides.
@@ -398,23 +354,11 @@ mod tests {
             (256, 13, 0),
             (72, 70, 8),
         ] {
-            let stride = len + pad;
-            let data = values(len as u64 * 31 + count as u64, stride * count + len);
-            let halves: Vec<f16> = data.iter().map(|&x| f16::from_f32(x)).collect();
-            let q = values(7 + len as u64, len);
-            let p = values(11 + count as u64, count);
+            let rows = Rows::new(len as u64 * 31 + count as u64, len, count, len + pad, 1.0);
+            let q = values(7 + len as u64, len, 1.0);
+            let p = values(11 + count as u64, count, 1.0);
             for f16_rows in [false, true] {
-                let rows = if f16_rows {
-                    Row::F16(&halves)
-                } else {
-                    Row::F32(&data)
-                };
-                let run = Run {
-                    rows,
-                    stride,
-                    len,
-                    count,
-                };
+                let run = rows.run(f16_rows);
                 let mut want_s = vec![0.0f32; count];
                 scores(SimdLevel::Scalar, &q, run, &mut want_s);
                 let mut want_o = vec![0.0f32; len];
@@ -455,7 +399,7 @@ mod tests {
         let levels: Vec<SimdLevel> = SimdLevel::supported().collect();
         for len in [0, 1, 7, 31, 32, 33, 64, 95, 257] {
             for case in 0..6u64 {
-                let mut x = values(len as u64 * 13 + case, len);
+                let mut x = values(len as u64 * 13 + case, len, 1.0);
                 match case {
                     1 => x.iter_mut().step_by(3).for_each(|v| *v = f32::NAN),
                     2 => x.iter_mut().for_each(|v| *v = f32::NAN),

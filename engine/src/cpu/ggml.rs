@@ -350,38 +350,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::{f, leftovers, reduce_lanes_scalar, Dot, Lanes, Row, Run};
-
-    /// Eight elements of a row at `p`, as f32.
-    trait Elem: Copy {
-        unsafe fn load8(p: *const Self) -> __m256;
-        unsafe fn at(p: *const Self) -> f32;
-    }
-
-    impl Elem for f32 {
-        #[inline(always)]
-        unsafe fn load8(p: *const f32) -> __m256 {
-            // SAFETY: the caller reads eight elements inside its slice.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn at(p: *const f32) -> f32 {
-            // SAFETY: the caller reads one element inside its slice.
-            unsafe { *p }
-        }
-    }
-
-    impl Elem for half::f16 {
-        #[inline(always)]
-        unsafe fn load8(p: *const half::f16) -> __m256 {
-            // SAFETY: as above; eight halves are 16 bytes.
-            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
-        }
-        #[inline(always)]
-        unsafe fn at(p: *const half::f16) -> f32 {
-            // SAFETY: as above, one element.
-            unsafe { (*p).to_f32() }
-        }
-    }
+    use crate::cpu::elem8::Elem;
 
     /// `ggml_v_expf` on eight lanes (vec.h, AVX2 + FMA), line for line.
     #[inline(always)]
@@ -810,19 +779,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::kv::fixture::{values, Rows};
     use super::*;
-
-    fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale
-            })
-            .collect()
-    }
 
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| x.to_bits()).collect()
@@ -850,23 +808,11 @@ mod tests {
             (64, 300, 0, 13),
             (20, 530, 2, 250),
         ] {
-            let stride = len + pad;
-            let data = values(len as u64 * 31 + count as u64, stride * count + len, 2.0);
-            let halves: Vec<f16> = data.iter().map(|&x| f16::from_f32(x)).collect();
+            let rows = Rows::new(len as u64 * 31 + count as u64, len, count, len + pad, 2.0);
             let q = values(7 + len as u64, len, 1.0);
             let p = values(11 + count as u64, count, 1.0);
             for f16_rows in [false, true] {
-                let rows = if f16_rows {
-                    Row::F16(&halves)
-                } else {
-                    Row::F32(&data)
-                };
-                let run = Run {
-                    rows,
-                    stride,
-                    len,
-                    count,
-                };
+                let run = rows.run(f16_rows);
                 for how in [Dot::VecF32, Dot::VecF16, Dot::Tiny] {
                     let mut want = vec![0.0f32; count];
                     dots(SimdLevel::Scalar, how, &q, run, &mut want);

@@ -249,3 +249,62 @@ fn row(r: &Rows, at: usize, len: usize) -> Row<'_> {
         Rows::F16(d) => Row::F16(&d[at..at + len]),
     }
 }
+
+/// Rows for the attention kernels' tests: pseudo-random values and the
+/// [`Run`]s over them.
+#[cfg(test)]
+pub(super) mod fixture {
+    use half::f16;
+
+    use super::{Row, Run};
+
+    /// `n` values in `[-scale, scale)` from an xorshift stream of `seed`.
+    pub fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    /// `count` rows of `len` values at `stride`, as f32 and rounded to f16.
+    pub struct Rows {
+        data: Vec<f32>,
+        halves: Vec<f16>,
+        stride: usize,
+        len: usize,
+        count: usize,
+    }
+
+    impl Rows {
+        pub fn new(seed: u64, len: usize, count: usize, stride: usize, scale: f32) -> Rows {
+            let data = values(seed, stride * count + len, scale);
+            let halves = data.iter().map(|&x| f16::from_f32(x)).collect();
+            Rows {
+                data,
+                halves,
+                stride,
+                len,
+                count,
+            }
+        }
+
+        /// The rows as an F16 (`f16_rows`) or an F32 cache holds them.
+        pub fn run(&self, f16_rows: bool) -> Run<'_> {
+            Run {
+                rows: if f16_rows {
+                    Row::F16(&self.halves)
+                } else {
+                    Row::F32(&self.data)
+                },
+                stride: self.stride,
+                len: self.len,
+                count: self.count,
+            }
+        }
+    }
+}

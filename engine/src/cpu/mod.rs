@@ -52,6 +52,8 @@ mod argsort;
 mod attention;
 mod attn_kernels;
 mod backend;
+#[cfg(target_arch = "x86_64")]
+mod elem8;
 mod elementwise;
 pub mod ggml;
 mod kv;
