@@ -2,6 +2,8 @@
 //! One test binary for these files (each file a module, as it was one
 //! binary): fewer binaries to compile and link.
 
+#[path = "cli_support/mod.rs"]
+mod cli_support;
 #[path = "gguf_support/mod.rs"]
 mod gguf_support;
 

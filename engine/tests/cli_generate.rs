@@ -6,31 +6,11 @@
 use crate::gguf_support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::cli_support::{path, sharpi, stdout};
 use engine::gguf::{GgufWriter, Value};
 use gguf_support::{model_path, GEMMA3, SMOLLM2};
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .output()
-        .expect("run sharpi")
-}
-
-fn path(name: &str) -> String {
-    model_path(name).to_str().unwrap().to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
-}
 
 /// The array `v[key]` of numbers (token ids).
 fn ids(v: &serde_json::Value, key: &str) -> Vec<u64> {

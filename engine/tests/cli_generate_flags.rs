@@ -4,17 +4,8 @@
 
 use crate::gguf_support;
 
-use std::process::{Command, Output, Stdio};
-
+use crate::cli_support::sharpi;
 use gguf_support::{model_path, GEMMA3, SMOLLM2};
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sharpi")
-}
 
 fn smollm2() -> String {
     model_path(SMOLLM2).to_str().unwrap().to_string()

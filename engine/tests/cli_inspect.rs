@@ -1,12 +1,9 @@
 //! `sharpi inspect` as a process: the real models' tensor tables, and
 //! malformed files giving one-line errors with exit code 1.
 
+use crate::cli_support::{repo, sharpi};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use std::process::Output;
 
 fn model(name: &str) -> PathBuf {
     let p = repo().join("models").join(name);
@@ -16,13 +13,6 @@ fn model(name: &str) -> PathBuf {
         p.display()
     );
     p
-}
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .output()
-        .expect("run sharpi")
 }
 
 fn inspect_json(path: &Path) -> serde_json::Value {

@@ -8,23 +8,11 @@
 use crate::gguf_support;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use crate::cli_support::{repo, sharpi};
 use engine::cli::llama_flags::{self, Status, OPTIONS};
 use gguf_support::{model_path, SMOLLM2};
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sharpi")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The data file's options: spellings -> value count.
 fn data_file() -> HashMap<Vec<String>, u8> {

@@ -7,20 +7,10 @@
 use crate::gguf_support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use gguf_support::{model_path, GEMMA3, SMOLLM2};
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .output()
-        .expect("run sharpi")
-}
-
-fn path(name: &str) -> String {
-    model_path(name).to_str().unwrap().to_string()
-}
+use crate::cli_support::{path, sharpi, stdout};
+use gguf_support::{GEMMA3, SMOLLM2};
 
 /// The repository's README: text long enough for a few chunks of 64.
 fn text() -> String {
@@ -31,16 +21,6 @@ fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sharpi-ppl-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
 }
 
 /// One stderr line starting "sharpi: error: " that contains `needle`,

@@ -4,17 +4,11 @@
 //! output file behind.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::cli_support::sharpi;
 use engine::gguf::{GgufFile, GgufWriter, Value};
 use engine::GgmlType;
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .output()
-        .expect("run sharpi")
-}
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sharpi-cli-q-{tag}-{}", std::process::id()));

@@ -15,19 +15,8 @@ use crate::gguf_support::{model_path, GEMMA3, SMOLLM2};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::cli_support::{repo, sharpi};
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn sharpi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sharpi")
-}
 
 /// Stdout of a run that must succeed with nothing on stderr.
 fn ok(o: &Output) -> String {

@@ -1,0 +1,38 @@
+//! What the command-line tests share: running the binary and reading what
+//! it printed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::gguf_support::model_path;
+
+/// `sharpi ARGS` run to completion, stdin empty, stdout and stderr kept.
+pub fn sharpi(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sharpi"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sharpi")
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The path of model file `name` (fetched by scripts/fetch-models), as an
+/// argument.
+pub fn path(name: &str) -> String {
+    model_path(name).to_str().unwrap().to_string()
+}
+
+/// Stdout of a run that must have succeeded.
+pub fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
