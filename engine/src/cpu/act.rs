@@ -96,7 +96,8 @@ fn quantize_blocks(ty: GgmlType, x: &[f32], out: &mut [u8]) {
         }
         GgmlType::Q8_K => {
             for (x, b) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
-                b.copy_from_slice(&q8_k_block(x).to_bytes());
+                let x = x.try_into().expect("chunks of 256");
+                b.copy_from_slice(&BlockQ8_K::quantize(x).to_bytes());
             }
         }
         // F32, F16, BF16: the reference conversions are ggml's CPU ones
@@ -181,16 +182,6 @@ pub fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
         s: f16::from_f32(d * sum as f32),
         qs: narrow(&q),
     }
-}
-
-/// One Q8_K block as llama.cpp's build of ggml's `quantize_row_q8_K_ref`
-/// computes it: [`BlockQ8_K::quantize`] (`d = 1 / iscale` with
-/// `iscale = -127 / max`, `max` the first element of largest magnitude, each
-/// quant `min(127, nearest_int(iscale * x))` with the product rounded to f32
-/// first).
-pub fn q8_k_block(x: &[f32]) -> BlockQ8_K {
-    let x: &[f32; 256] = x[..256].try_into().expect("a Q8_K block holds 256 values");
-    BlockQ8_K::quantize(x)
 }
 
 #[cfg(test)]

@@ -108,15 +108,7 @@ fn hint_names_the_flag_as_given() {
 
 #[test]
 fn after_a_subcommand_nothing_changes() {
-    for sub in [
-        "bench",
-        "perplexity",
-        "inspect",
-        "quantize",
-        "synth",
-        "tokenize",
-        "help",
-    ] {
+    for &sub in SUBCOMMANDS.iter().filter(|&&s| s != "run") {
         let args = [sub, "-ngl", "99", "-fa", "-sys", "x"];
         assert_eq!(ok(&args), args, "{sub}");
     }
