@@ -84,6 +84,14 @@ pub const FAULTS: &[(&str, &str)] = &[
         "model/forward: the last layer's attention scale off by one part in a million",
     ),
     (
+        "q8k-fused-round",
+        "cpu/act: Q8_K activations rounded with the product fused into the rounding add (an FMA build's bytes, not llama.cpp's)",
+    ),
+    (
+        "query-scale-late",
+        "model/forward: Gemma 3's attention scale applied to the scores, not to the query before an F16 cache rounds it",
+    ),
+    (
         "sampler-top-p",
         "sampler/stages: top-p leaves out the token whose probability reaches p",
     ),

@@ -20,6 +20,8 @@
 //! | chat-no-generation-prompt | SmolLM2, chat prompt | prompt tokens (and the renders) |
 //! | kv-f16-truncate | SmolLM2 with an F16 KV cache, cpu | taps, layer 0 kqv_out |
 //! | last-layer-scale | SmolLM2, cpu, exact profile | taps, layer 29 kqv_out (and the same run passes with --profile calibrated) |
+//! | q8k-fused-round | Gemma-3-270M, counting, cpu, exact profile | taps, layer 7 kqv_out (passes with --profile calibrated) |
+//! | query-scale-late | Gemma-3-270M with an F16 KV cache, long-context, cpu, exact profile | taps, layer 8 kqv_out (passes with --profile calibrated) |
 //! | sampler-top-p | SmolLM2, text checks | sampling (the candidates top-p keeps against llama.cpp's chain) |
 //! | moe-renorm | synthetic Qwen3-MoE, cpu + gpu | taps, layer 0 ffn_moe_weights_norm |
 //! | moe-tie-order | synthetic Qwen3-MoE with tied routers, cpu | taps, layer 0 ffn_moe_topk |
@@ -36,6 +38,10 @@ use crate::compare::{self, Options, Path, Report, Thresholds};
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 /// SmolLM2 captured and compared with an F16 KV cache.
 const SMOLLM2_KV_F16: &str = "smollm2-135m-instruct-q4_1-kv-f16";
+/// Gemma-3-270M (Q4_K_M: K-quant weights on Q8_K activations).
+const GEMMA: &str = "gemma-3-270m-q4_k_m";
+/// The same captured and compared with an F16 KV cache.
+const GEMMA_KV_F16: &str = "gemma-3-270m-q4_k_m-kv-f16";
 /// The synthetic Qwen3-MoE: 32 experts, 8 used, weights renormalised.
 const QWEN3MOE: &str = "synth-qwen3moe";
 /// The same with 12 pairs of experts whose router rows are equal: exact
@@ -249,6 +255,34 @@ pub fn table() -> Vec<Mutant> {
                 false,
                 &["taps"],
                 Some((LAST_LAYER, &["kqv_out"][..])),
+            )
+        },
+        // About one Q8_K block in a hundred gets a byte off by one: only the
+        // exact profile sees it, on a K-quant model (Gemma's counting).
+        Mutant {
+            models: &[GEMMA],
+            exact_only: true,
+            ..m(
+                "q8k-fused-round",
+                &["counting"],
+                &[cpu],
+                false,
+                &["taps"],
+                Some((7, &["kqv_out"][..])),
+            )
+        },
+        // Differs only where a scaled query element falls into f16's
+        // subnormal range: Gemma with an F16 cache on its longest prompt.
+        Mutant {
+            models: &[GEMMA_KV_F16],
+            exact_only: true,
+            ..m(
+                "query-scale-late",
+                &["long-context"],
+                &[cpu],
+                false,
+                &["taps"],
+                Some((8, &["kqv_out"][..])),
             )
         },
         m("sampler-top-p", &[SHORT], &[cpu], true, &["sampling"], None),

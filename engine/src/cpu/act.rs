@@ -95,9 +95,15 @@ fn quantize_blocks(ty: GgmlType, x: &[f32], out: &mut [u8]) {
             }
         }
         GgmlType::Q8_K => {
+            let fused = crate::fault::active("q8k-fused-round");
             for (x, b) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
                 let x = x.try_into().expect("chunks of 256");
-                b.copy_from_slice(&BlockQ8_K::quantize(x).to_bytes());
+                let block = if fused {
+                    q8_k_fused(x)
+                } else {
+                    BlockQ8_K::quantize(x)
+                };
+                b.copy_from_slice(&block.to_bytes());
             }
         }
         // F32, F16, BF16: the reference conversions are ggml's CPU ones
@@ -182,6 +188,32 @@ pub fn q8_1_block(x: &[f32]) -> BlockQ8_1 {
         s: f16::from_f32(d * sum as f32),
         qs: narrow(&q),
     }
+}
+
+/// Fault `q8k-fused-round`: [`BlockQ8_K::quantize`] with each product
+/// fused into the rounding add (`fma(iscale, x, 1.5 * 2^23)`), as a build
+/// of ggml-quants.c with FMA would round; llama.cpp's does not.
+fn q8_k_fused(x: &[f32; 256]) -> BlockQ8_K {
+    let mut b = BlockQ8_K::quantize(x);
+    let (mut max, mut amax) = (0.0f32, 0.0f32);
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax == 0.0 {
+        return b;
+    }
+    let iscale = -127.0 / max;
+    for (q, &v) in b.qs.iter_mut().zip(x) {
+        let bits = iscale.mul_add(v, 12_582_912.0).to_bits() as i32;
+        *q = ((bits & 0x007f_ffff) - 0x0040_0000).min(127) as i8;
+    }
+    for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+        *s = g.iter().map(|&q| i16::from(q)).sum();
+    }
+    b
 }
 
 #[cfg(test)]

@@ -255,7 +255,7 @@ fn attn_params(
     } else {
         hp.attn_scale
     };
-    let on_query = spec.attn_scale.on_query();
+    let on_query = spec.attn_scale.on_query() && !fault::active("query-scale-late");
     let params = AttnParams {
         n_head: hp.n_head,
         n_kv_head: hp.n_kv_head,

@@ -479,7 +479,12 @@ impl ModelCtx<'_> {
             }
             Err(why) => {
                 r.profile = Some(format!("calibrated: {why}"));
-                limits
+                // The model's exact marker chose the profile; the
+                // calibrated limits hold no position's logits to their bits.
+                Limits {
+                    exact: false,
+                    ..limits
+                }
             }
         }
     }
