@@ -28,7 +28,7 @@
 use super::attn_kernels;
 use super::ggml::{self, Dot, Lanes};
 use super::kv::{round_f16, KvStore};
-use super::parallel::for_chunks_init;
+use super::parallel::for_chunks_init_by_column;
 use super::CpuNumerics;
 use crate::ops::AttnParams;
 use crate::simd::SimdLevel;
@@ -37,8 +37,8 @@ use crate::simd::SimdLevel;
 /// `0..pos0 + T` of `kv` (which must already hold this batch's K and V),
 /// into `out` `[T, n_head · head_dim_v]`. See [`crate::ops::Ops::attention`].
 ///
-/// Work is split over (row, head) pairs; each pair is computed start to
-/// end by one thread. `numerics` says how it rounds (see the module docs).
+/// Work is split over (row, head) pairs, taken head by head; each pair is
+/// computed start to end by one thread. `numerics` says how it rounds (see the module docs).
 pub fn attention(
     kv: &KvStore,
     q: &[f32],
@@ -76,9 +76,12 @@ pub fn attention(
         true => Lanes::Tiny,
         false => Lanes::Vec,
     };
-    for_chunks_init(
+    // Head by head: the rows of one head, taken one after the other, meet
+    // the same cached keys and values while they are in cache.
+    for_chunks_init_by_column(
         out,
         dv,
+        nh,
         work,
         || Scratch {
             scores: Vec::with_capacity(pos0 + n_rows + 16),

@@ -151,6 +151,39 @@ impl Threads {
         });
     }
 
+    /// As [`Threads::for_chunks_init`] for `data` of `rows x cols` pieces
+    /// of `chunk` elements (piece `i` at row `i / cols`, column `i % cols`),
+    /// taken column by column: the tasks that run together (and one after
+    /// the other on a thread) share a column. `f` gets the piece's index
+    /// `i`.
+    ///
+    /// # Panics
+    /// When `data` is not `rows · cols` whole pieces for any `rows`.
+    pub fn for_chunks_init_by_column<T: Send, S>(
+        &self,
+        data: &mut [T],
+        chunk: usize,
+        cols: usize,
+        init: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, usize, &mut [T]) + Sync,
+    ) {
+        let pieces = whole_pieces(data.len(), chunk, cols);
+        let rows = pieces / cols.max(1);
+        let base = Pieces(data.as_mut_ptr());
+        let base = &base;
+        self.run_init(pieces, init, |s, k| {
+            // Task k is piece (k % rows, k / rows): a bijection of 0..pieces.
+            let i = (k % rows) * cols + k / rows;
+            // SAFETY: `data` is borrowed mutably for this whole call; piece
+            // `i < pieces` is elements `i · chunk .. (i + 1) · chunk`, inside
+            // `data` (checked by `whole_pieces`), and each task index maps
+            // to a different piece and runs once, so no two tasks see the
+            // same element.
+            let c = unsafe { std::slice::from_raw_parts_mut(base.0.add(i * chunk), chunk) };
+            f(s, i, c)
+        });
+    }
+
     /// Calls `f` with the threads that [`Threads::install`] made current on
     /// this thread, if any.
     pub fn current<R>(f: impl FnOnce(Option<&Threads>) -> R) -> R {
@@ -161,6 +194,19 @@ impl Threads {
         // unwinds.
         f(unsafe { p.as_ref() })
     }
+}
+
+/// The number of `chunk`-element pieces of a slice of `len` elements that
+/// [`Threads::for_chunks_init_by_column`] splits into rows of `cols`.
+///
+/// # Panics
+/// When they are not whole pieces filling whole rows.
+pub(crate) fn whole_pieces(len: usize, chunk: usize, cols: usize) -> usize {
+    assert!(
+        chunk > 0 && cols > 0 && len.is_multiple_of(chunk * cols),
+        "{len} elements are not rows of {cols} pieces of {chunk}"
+    );
+    len / chunk
 }
 
 /// The start of the slice [`Threads::for_chunks_init`] splits.
