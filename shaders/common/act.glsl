@@ -137,7 +137,20 @@ uint rne_scaled(uint hi, uint lo, int e) {
 // One quant (before narrowing to a byte): RNE of |x| * |id| (the exact
 // product rounded to f32 first when `twice`: x86's separate multiply), with
 // the sign of x * id. xb, idb finite and nonzero, id normal.
+//
+// When `twice` and both are normal, the device's f32 product is the
+// rounded product itself (a Vulkan multiply is correctly rounded; a
+// subnormal result, which a device may flush to a zero, is below 0.5 and
+// rounds to 0 either way) and roundEven its integer: a few instructions
+// instead of the integer path below, which is kept for subnormal operands
+// (a device may flush them before multiplying) and for products past 2^22.
 int round_product(uint xb, uint idb, bool twice) {
+    if (twice && (xb & 0x7f800000u) != 0u && (idb & 0x7f800000u) != 0u) {
+        precise float p = uintBitsToFloat(xb) * uintBitsToFloat(idb);
+        if (abs(p) < 4194304.0) {
+            return int(roundEven(p));
+        }
+    }
     uint mx, mi;
     int ex, ei;
     decompose(xb, mx, ex);
