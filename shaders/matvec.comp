@@ -36,7 +36,17 @@
 // (FusedPush.op) written in place of the gate's result, as binary.comp's
 // in-place SwiGLU / GeGLU leaves it. The same bits as the unfused ops;
 // one dispatch and one barrier fewer for each.
-// Push: WeightPush, FusedPush.
+// EPI_ROPE (with PRO_NORM; op_matvec_fused.rs's rope_into_matvec and
+// kv_into_matvec): the products of one row are the Q, K or V of a decode
+// step, written in pairs of rows (2i, 2i + 1) by the even row's lane 0:
+// with RopeEpi.rope, rotated as rope.comp rotates NORM pairs (all of each
+// head, the same theta iteration and sincos_accurate); with RopeEpi.kv,
+// also written to the cache row at position step_words[kv_pos_at] as
+// kv_write.comp writes it (1: f32; 2: f16 rounded to nearest even, the
+// pair one word). Bindings after the prologue's: the step words, the
+// cache (u32 words; bound to the output when kv is 0). A dispatch and a
+// barrier fewer again: attention follows the products at once.
+// Push: WeightPush, FusedPush (EPI_ROPE: then RopeEpi).
 
 #include "weights.glsl"
 
@@ -60,7 +70,25 @@ struct FusedPush {
     float eps;
     uint op;
 };
+#ifdef EPI_ROPE
+// rope_into_matvec / kv_into_matvec's RopeEpi: whether to rotate, the head
+// dim, the step word of the position, the CPU's theta_scale and
+// freq_scale; the cache write (0 none, 1 f32, 2 f16), the step word of its
+// position and the cache's row width.
+struct RopeEpi {
+    uint rope;
+    uint head_dim;
+    uint pos_at;
+    float theta_scale;
+    float freq_scale;
+    uint kv;
+    uint kv_pos_at;
+    uint kv_width;
+};
+layout(push_constant) uniform Push { WeightPush p; FusedPush f; RopeEpi e; };
+#else
 layout(push_constant) uniform Push { WeightPush p; FusedPush f; };
+#endif
 #elif defined(MATMUL_ID)
 layout(set = 0, binding = 3, std430) readonly buffer It { float IDS[]; };
 layout(push_constant) uniform Push { WeightPush p; IdPush q; };
@@ -103,6 +131,17 @@ layout(set = 0, binding = 4, std430) writeonly buffer Po { float PO[]; };
 #define RES_BINDING 3
 #endif
 layout(set = 0, binding = RES_BINDING, std430) buffer Rt { float R[]; };
+#endif
+#ifdef EPI_ROPE
+#include "math.glsl"
+#include "step.glsl"
+#ifdef PRO_OUT
+STEP_WORDS(5)
+layout(set = 0, binding = 6, std430) writeonly buffer Kv { uint cache[]; };
+#else
+STEP_WORDS(4)
+layout(set = 0, binding = 5, std430) writeonly buffer Kv { uint cache[]; };
+#endif
 #endif
 // The row's values, then its blocks in the dot format (9 words per 32).
 #define MAX_K 3072u
@@ -286,6 +325,36 @@ void main() {
         float u = red[tid + RP * TPR];
         O[oo + row] = f.op == 0u ? swiglu(g, u) : geglu(g, u);
         O2[f.res_offset + p.col0 + row] = u;
+    }
+#elif defined(EPI_ROPE)
+    // The pair (row, row + 1) by the even row's lane 0 (ROWS_PER_WG and the
+    // head dim are even: a pair never spans two workgroups or heads).
+    if (lane == 0u && (r & 1u) == 0u && row + 1u < p.rows) {
+        precise float y0 = red[tid];
+        precise float y1 = red[tid + TPR];
+        uint e0 = p.col0 + row; // the pair's first element in the row
+        if (e.rope != 0u) {
+            uint i = (e0 % e.head_dim) / 2u;
+            precise float theta = float(step_words[e.pos_at]);
+            for (uint k = 0u; k < i; k++) {
+                theta = theta * e.theta_scale;
+            }
+            precise float th = e.freq_scale * theta;
+            vec2 sc = sincos_accurate(th);
+            float x0 = y0;
+            float x1 = y1;
+            y0 = x0 * sc.y - x1 * sc.x;
+            y1 = x0 * sc.x + x1 * sc.y;
+        }
+        O[oo + row] = y0;
+        O[oo + row + 1u] = y1;
+        uint cb = step_words[e.kv_pos_at] * e.kv_width + e0;
+        if (e.kv == 1u) {
+            cache[cb] = floatBitsToUint(y0);
+            cache[cb + 1u] = floatBitsToUint(y1);
+        } else if (e.kv == 2u) {
+            cache[cb / 2u] = f32_to_f16_rne(y0) | (f32_to_f16_rne(y1) << 16);
+        }
     }
 #else
     if (lane == 0u && row < p.rows) {

@@ -271,6 +271,17 @@ fn pro_norm_out(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     fused(ty, &[("PRO_NORM", "1"), ("PRO_OUT", "1")])
 }
 
+fn pro_norm_rope(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(ty, &[("PRO_NORM", "1"), ("EPI_ROPE", "1")])
+}
+
+fn pro_norm_out_rope(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(
+        ty,
+        &[("PRO_NORM", "1"), ("PRO_OUT", "1"), ("EPI_ROPE", "1")],
+    )
+}
+
 fn pro_norm_out_glu(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     fused(
         ty,
@@ -395,6 +406,18 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec_norm_out",
         source: "matvec.comp",
         extra: pro_norm_out,
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "matvec_norm_rope",
+        source: "matvec.comp",
+        extra: pro_norm_rope,
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "matvec_norm_out_rope",
+        source: "matvec.comp",
+        extra: pro_norm_out_rope,
         only: Some(q8_legacy),
     },
     PerType {

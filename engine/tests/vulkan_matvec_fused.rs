@@ -12,7 +12,7 @@
 use crate::vulkan_support;
 
 use engine::ggml_type::GgmlType;
-use engine::ops::{GluKind, Ops, WeightSource};
+use engine::ops::{AttnParams, GluKind, KvType, Ops, RopeParams, RopeStyle, WeightSource};
 use engine::vulkan::KernelLayout;
 use vulkan_support::weights::weight;
 use vulkan_support::{bits, values, Both, Pair};
@@ -154,4 +154,115 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
     }
     assert_eq!(glu_runs, 4);
     p.finish("fused matvecs");
+}
+
+/// An attention block's shape: (model dim, query heads, KV heads, head dim).
+type Heads = (usize, usize, usize, usize);
+
+/// Three decode steps of an attention block (norm; Q, K and V products;
+/// RoPE of Q and K; attention, which writes K and V into the cache): per
+/// step Q, K, V and the attention output read back, and the dispatches
+/// the steps took.
+fn attention_steps(
+    p: &mut Pair,
+    fused: bool,
+    ws: &[(engine::ops::Weight, engine::ops::Weight); 4],
+    heads: Heads,
+    style: RopeStyle,
+    ty: KvType,
+    seed: u64,
+) -> (Vec<Vec<f32>>, usize) {
+    let (d, nh, nkv, hd) = heads;
+    p.gpu.set_matvec_fusion(fused);
+    let kv = p.gpu.alloc_kv(8, nkv * hd, nkv * hd, ty).unwrap();
+    let rope = RopeParams {
+        style,
+        head_dim: hd,
+        n_rot: hd,
+        base: 10000.0,
+        freq_scale: 1.0,
+    };
+    let ap = AttnParams {
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: hd,
+        head_dim_v: hd,
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: None,
+        softcap: None,
+    };
+    let mut out = Vec::new();
+    let before = p.gpu.stats().dispatches;
+    for pos in 0..3 {
+        let x0: Vec<f32> = values(seed + pos as u64, d)
+            .iter()
+            .map(|v| v * 3.0)
+            .collect();
+        let x = p.act(1, d, &x0);
+        let h = p.zeros(1, d);
+        let q = p.zeros(1, nh * hd);
+        let k = p.zeros(1, nkv * hd);
+        let v = p.zeros(1, nkv * hd);
+        let att = p.zeros(1, nh * hd);
+        let before_step = p.gpu.stats().dispatches;
+        p.gpu.rms_norm(x.gpu, Some(ws[0].1), 1e-5, d, h.gpu);
+        p.gpu.matmul(ws[1].1, h.gpu, q.gpu);
+        p.gpu.matmul(ws[2].1, h.gpu, k.gpu);
+        p.gpu.matmul(ws[3].1, h.gpu, v.gpu);
+        p.gpu.rope(q.gpu, &rope, pos);
+        p.gpu.rope(k.gpu, &rope, pos);
+        p.gpu.attention(kv, q.gpu, k.gpu, v.gpu, att.gpu, pos, &ap);
+        for a in [q, k, v, att] {
+            out.push(p.read(a).1);
+        }
+        assert!(p.gpu.stats().dispatches > before_step);
+    }
+    (out, p.gpu.stats().dispatches - before)
+}
+
+#[test]
+fn rope_and_cache_writes_in_the_matvec_epilogue_write_the_unfused_bits() {
+    let mut p = Pair::new();
+    p.gpu.set_kernel_layout(KernelLayout::Gpu);
+    // (weight type, shape, KV cache type).
+    let cases = [
+        (GgmlType::Q4_1, (576, 9, 3, 64), KvType::F32),
+        (GgmlType::Q4_1, (576, 9, 3, 64), KvType::F16),
+        (GgmlType::Q8_0, (256, 4, 2, 32), KvType::F16),
+        (GgmlType::Q5_0, (128, 2, 1, 128), KvType::F32),
+    ];
+    for (case, &(ty, heads, kv_ty)) in cases.iter().enumerate() {
+        let (d, nh, nkv, hd) = heads;
+        let seed = 2000 + 10 * case as u64;
+        let wn = values(seed, d);
+        let norm = WeightSource::from_f32("norm.weight", d, 1, &wn);
+        let (wq, _) = weight(ty, d, nh * hd, seed + 1);
+        let (wk, _) = weight(ty, d, nkv * hd, seed + 2);
+        let (wv, _) = weight(ty, d, nkv * hd, seed + 3);
+        let ws = [p.weight(&norm), p.weight(&wq), p.weight(&wk), p.weight(&wv)];
+        // NORM pairs: the RoPE of Q and K and both cache writes are
+        // epilogues (three steps, three dispatches fewer each); NEOX: only
+        // V's cache write (K's stays in its RoPE dispatch).
+        for (style, fewer) in [(RopeStyle::Norm, 9), (RopeStyle::Neox, 3)] {
+            let what = format!("{} {heads:?} {kv_ty:?} {style:?}", ty.name());
+            let (want, plain) = attention_steps(&mut p, false, &ws, heads, style, kv_ty, seed + 4);
+            // The matvec fusions without the epilogue: what the epilogue
+            // removes is counted against them.
+            p.gpu.set_rope_epilogue(false);
+            let (mid, without) = attention_steps(&mut p, true, &ws, heads, style, kv_ty, seed + 4);
+            p.gpu.set_rope_epilogue(true);
+            let (got, n) = attention_steps(&mut p, true, &ws, heads, style, kv_ty, seed + 4);
+            for (i, a) in want.iter().enumerate() {
+                let name = ["q", "k", "v", "attention"][i % 4];
+                let step = i / 4;
+                assert!(
+                    bits(a) == bits(&got[i]) && bits(a) == bits(&mid[i]),
+                    "{what}: step {step} {name} differs from the unfused bits"
+                );
+            }
+            assert!(plain > without, "{what}: the matvec fusions apply");
+            assert_eq!(without - n, fewer, "{what}: dispatches the epilogue saves");
+        }
+    }
+    p.finish("rope epilogue");
 }

@@ -35,6 +35,7 @@ mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
 mod op_matvec_fused;
+mod op_matvec_rope;
 mod op_moe;
 mod op_quantize;
 mod ops_impl;
@@ -181,6 +182,9 @@ pub struct VulkanBackend {
     /// Whether decode matvecs are fused with their neighbours
     /// (`op_matvec_fused.rs`; tests compare the two).
     fuse_matvecs: bool,
+    /// Whether the fused matvecs take RoPE and cache writes as epilogues
+    /// (`op_matvec_rope.rs`; with `fuse_matvecs`).
+    rope_epilogue: bool,
 }
 
 impl VulkanBackend {
@@ -232,6 +236,7 @@ impl VulkanBackend {
             attn_partials: None,
             norm_prologue: None,
             fuse_matvecs: true,
+            rope_epilogue: true,
         }
     }
 
@@ -257,6 +262,14 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_matvec_fusion(&mut self, on: bool) {
         self.fuse_matvecs = on;
+    }
+
+    /// Turns the RoPE and cache-write epilogues of the fused decode matvecs
+    /// (`op_matvec_rope.rs`) on (the default) or off, the other matvec
+    /// fusions as they are; the same bits (tests compare the two).
+    #[doc(hidden)]
+    pub fn set_rope_epilogue(&mut self, on: bool) {
+        self.rope_epilogue = on;
     }
 
     /// The matrix kernels this backend dispatches.

@@ -198,7 +198,13 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         pos0
     };
     let (_, pos_at) = b.stage_u32(&[u32_of(pos0, "position")]);
-    if fuse_rope_into_write(b, kv, buf, width, src, pos_at) {
+    let dst = Bind {
+        buf,
+        bytes: cache_bytes(kv, 0, kv.n_ctx * width),
+    };
+    if super::op_matvec_rope::kv_into_matvec(b, src, width, dst.clone(), kv.ty, pos_at)
+        || fuse_rope_into_write(b, kv, buf, width, src, pos_at)
+    {
         return;
     }
     let n = src.rows() * width;
@@ -214,10 +220,6 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         pos_at,
     };
     let groups = b.groups_1d(shader, invocations as u64);
-    let dst = Bind {
-        buf,
-        bytes: cache_bytes(kv, 0, kv.n_ctx * width),
-    };
     b.dispatch(
         shader,
         &[Bind::act(src), dst, Bind::step(pos_at)],

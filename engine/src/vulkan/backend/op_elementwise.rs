@@ -338,6 +338,9 @@ pub(super) fn rope(b: &mut VulkanBackend, x: Act, p: &RopeParams, pos0: usize) {
         theta_scale: p.base.powf(-2.0f32 / n_rot as f32),
         freq_scale: p.freq_scale,
     };
+    if super::op_matvec_rope::rope_into_matvec(b, x, &push) {
+        return;
+    }
     let groups = b.groups_1d(&shaders::ROPE, u64::from(push.rows) * u64::from(half));
     let step = Bind::step(push.pos_at);
     b.dispatch(&shaders::ROPE, &[Bind::act(x), step], &push, groups);

@@ -50,12 +50,12 @@ struct FusedPush {
 /// The push block of the fused variants.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct MatvecFusedPush {
-    w: WeightPush,
+pub(super) struct MatvecFusedPush {
+    pub(super) w: WeightPush,
     f: FusedPush,
 }
 
-const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
+pub(super) const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
 const _: () = assert!(PUSH_BYTES == 60);
 const _: () = {
     use shaders::by_type::{
@@ -96,15 +96,19 @@ const MAX_FUSED_WORKGROUPS: usize = 1024;
 
 /// The variant families, as `by_type` arrays.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
+pub(super) enum Kind {
     Quant,
     QuantAdd,
     Norm,
     NormOut,
     NormOutGlu,
+    /// `Norm` and `NormOut` with the RoPE / KV-write epilogue
+    /// (`op_matvec_rope.rs`).
+    NormRope,
+    NormOutRope,
 }
 
-fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
+pub(super) fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
     use shaders::by_type as t;
     match kind {
         Kind::Quant => &t::MATVEC_Q,
@@ -112,20 +116,30 @@ fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
         Kind::Norm => &t::MATVEC_NORM,
         Kind::NormOut => &t::MATVEC_NORM_OUT,
         Kind::NormOutGlu => &t::MATVEC_NORM_OUT_GLU,
+        Kind::NormRope => &t::MATVEC_NORM_ROPE,
+        Kind::NormOutRope => &t::MATVEC_NORM_OUT_ROPE,
     }
 }
 
 /// The family and weight-type index of a fused variant.
-fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
+pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
     use Kind::*;
-    [Quant, QuantAdd, Norm, NormOut, NormOutGlu]
-        .into_iter()
-        .find_map(|k| {
-            variants(k)
-                .iter()
-                .position(|s| s.is_some_and(|s| s.index == shader.index))
-                .map(|t| (k, t))
-        })
+    [
+        Quant,
+        QuantAdd,
+        Norm,
+        NormOut,
+        NormOutGlu,
+        NormRope,
+        NormOutRope,
+    ]
+    .into_iter()
+    .find_map(|k| {
+        variants(k)
+            .iter()
+            .position(|s| s.is_some_and(|s| s.index == shader.index))
+            .map(|t| (k, t))
+    })
 }
 
 /// The norm a fused matvec computed in its prologue, for the next product
@@ -144,11 +158,11 @@ pub(super) struct NormPrologue {
 }
 
 /// Whether the fusions may run now (see the module docs on faults).
-fn allowed(b: &VulkanBackend) -> bool {
+pub(super) fn allowed(b: &VulkanBackend) -> bool {
     b.fuse_matvecs && !fault::active("missing-barrier") && !fault::active("gpu-act-f16-truncate")
 }
 
-fn overlaps(a: &Bind, b: &Bind) -> bool {
+pub(super) fn overlaps(a: &Bind, b: &Bind) -> bool {
     a.buf == b.buf && a.bytes.start < b.bytes.end && b.bytes.start < a.bytes.end
 }
 

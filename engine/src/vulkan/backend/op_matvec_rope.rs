@@ -1,0 +1,283 @@
+//! The RoPE of a decode step's Q and K, and the K and V cache writes, as
+//! the epilogue of the fused matvecs that computed them: `shaders/
+//! matvec.comp`'s `EPI_ROPE` variants (`by_type::MATVEC_NORM_ROPE`,
+//! `MATVEC_NORM_OUT_ROPE`), which write the products in pairs of rows
+//! (2i, 2i + 1), rotated as `rope.comp` rotates NORM pairs and, when asked,
+//! also into the cache as `kv_write.comp` writes it.
+//!
+//! Like the fusions of `op_matvec_fused.rs`, each is a peephole on what
+//! was recorded: `rope(x)` finds the normed matvec (`Norm` / `NormOut`)
+//! that wrote exactly `x` among the last commands, with nothing recorded
+//! after it touching `x`, and records it again as its `EPI_ROPE` variant;
+//! the cache write of `x` does the same (to the rotated variant, or to a
+//! plain normed matvec: V). The model code records the same ops on every
+//! backend. A layer's RoPE and cache writes then need no dispatch of their
+//! own, and attention follows the Q, K and V products after one barrier.
+//! Only NORM pairing over whole heads (n_rot = head_dim): a NEOX pair
+//! (i, i + n_rot / 2) is not within one workgroup's rows.
+//!
+//! The same bits as the unfused ops (tests:
+//! `engine/tests/vulkan_matvec_fused.rs`).
+
+use super::cmd::Cmd;
+use super::hazard::Access;
+use super::op_elementwise::RopePush;
+use super::op_matmul::{matvec_rows, WeightPush};
+use super::op_matvec_fused::{allowed, kind_of, overlaps, variants, Kind, MatvecFusedPush};
+use super::{Bind, VulkanBackend};
+use crate::ops::{Act, KvType};
+use crate::vulkan::shaders;
+
+/// `RopeEpi` of `shaders/matvec.comp`: whether to rotate, the head dim,
+/// the inbox word of the position, the CPU's theta_scale and freq_scale;
+/// the cache write (0 none, 1 f32, 2 f16), the inbox word of its position,
+/// the cache's row width.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct RopeEpi {
+    rope: u32,
+    head_dim: u32,
+    pos_at: u32,
+    theta_scale: f32,
+    freq_scale: f32,
+    kv: u32,
+    kv_pos_at: u32,
+    kv_width: u32,
+}
+
+const FUSED_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
+const EPI_BYTES: usize = std::mem::size_of::<RopeEpi>();
+const _: () = assert!(EPI_BYTES == 32);
+const _: () = {
+    use shaders::by_type::{MATVEC_NORM_OUT_ROPE, MATVEC_NORM_ROPE};
+    let mut t = 0;
+    while t < MATVEC_NORM_ROPE.len() {
+        let all = [MATVEC_NORM_ROPE[t], MATVEC_NORM_OUT_ROPE[t]];
+        let mut i = 0;
+        while i < all.len() {
+            if let Some(s) = all[i] {
+                assert!(s.push_constant_size as usize == FUSED_BYTES + EPI_BYTES);
+            }
+            i += 1;
+        }
+        t += 1;
+    }
+};
+
+/// Commands looked back over for the product that wrote a row (Q is three
+/// back when its RoPE is recorded: after K and V).
+const LOOKBACK: usize = 4;
+
+/// The recorded normed matvec of a kind in `kinds` whose output binding is
+/// exactly `x`, among the last [`LOOKBACK`] commands, when no command after
+/// it touches `x`: its index in `b.cmds`, kind and weight-type index.
+fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind, usize)> {
+    let n = b.cmds.len();
+    for j in (n.saturating_sub(LOOKBACK)..n).rev() {
+        let Cmd::Dispatch { shader, access, .. } = &b.cmds[j] else {
+            return None;
+        };
+        if let Some((k, t)) = kind_of(shader) {
+            // Bindings: weight, norm input, out, ...
+            if kinds.contains(&k) && access[2].bind() == *x {
+                return Some((j, k, t));
+            }
+        }
+        if access.iter().any(|a| overlaps(&a.bind(), x)) {
+            return None;
+        }
+    }
+    None
+}
+
+/// The bindings, push bytes and groups of command `j` (a dispatch).
+fn parts(b: &VulkanBackend, j: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
+    let Cmd::Dispatch {
+        access,
+        push,
+        groups,
+        ..
+    } = &b.cmds[j]
+    else {
+        unreachable!("writer_of found a dispatch");
+    };
+    (
+        access.iter().map(Access::bind).collect(),
+        push.clone(),
+        *groups,
+    )
+}
+
+/// Whether a normed matvec's rows pair up within its workgroups: one
+/// chunk of all the rows (col0 0), an even number of them, even rows per
+/// workgroup.
+fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
+    let field = |at: usize| u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"));
+    let w = std::mem::offset_of!(MatvecFusedPush, w);
+    let rows = field(w + std::mem::offset_of!(WeightPush, rows));
+    let n_out = field(w + std::mem::offset_of!(WeightPush, n_out));
+    let col0 = field(w + std::mem::offset_of!(WeightPush, col0));
+    col0 == 0 && rows == n_out && rows.is_multiple_of(2) && rows_per_wg.is_multiple_of(2)
+}
+
+/// Inbox words `a` and `b` and all between them, as one binding.
+fn steps(a: u32, b: u32) -> Bind {
+    let (lo, hi) = (a.min(b), a.max(b));
+    Bind {
+        bytes: Bind::step(lo).bytes.start..Bind::step(hi).bytes.end,
+        ..Bind::step(lo)
+    }
+}
+
+/// Replaces command `j` by `shader` with `binds` and `push` (the same
+/// workgroups).
+fn rerecord(
+    b: &mut VulkanBackend,
+    j: usize,
+    shader: &'static crate::vulkan::Shader,
+    binds: &[Bind],
+    push: Vec<u8>,
+    groups: [u32; 3],
+) {
+    b.dispatch_bytes(shader, binds, push, groups);
+    let cmd = b
+        .cmds
+        .pop()
+        .expect("just recorded: the groups are not empty");
+    b.cmds[j] = cmd;
+}
+
+/// Records the RoPE `p` of `x` (one row) as the epilogue of the normed
+/// matvec that wrote it, when it applies. Returns whether it did.
+pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
+    let head_dim = p.head_dim as usize;
+    if !allowed(b)
+        || !b.rope_epilogue
+        || x.rows() != 1
+        || p.neox != 0
+        || 2 * p.half_rot != p.head_dim
+        || head_dim == 0
+        || !x.width().is_multiple_of(head_dim)
+    {
+        return false;
+    }
+    let xb = Bind::act(x);
+    let Some((j, kind, t)) = writer_of(b, &xb, &[Kind::Norm, Kind::NormOut]) else {
+        return false;
+    };
+    let (mut binds, mut push, groups) = parts(b, j);
+    let rope_kind = if kind == Kind::NormOut {
+        Kind::NormOutRope
+    } else {
+        Kind::NormRope
+    };
+    let shader = variants(rope_kind)[t].expect("every family has the same types");
+    if !pairs_whole(&push, matvec_rows(shader)) {
+        return false;
+    }
+    let epi = RopeEpi {
+        rope: 1,
+        head_dim: p.head_dim,
+        pos_at: p.pos_at,
+        theta_scale: p.theta_scale,
+        freq_scale: p.freq_scale,
+        kv: 0,
+        kv_pos_at: p.pos_at,
+        kv_width: 0,
+    };
+    push_epi(&mut push, &epi);
+    // The cache binding, unused (kv 0): the output itself.
+    binds.extend([Bind::step(p.pos_at), xb]);
+    rerecord(b, j, shader, &binds, push, groups);
+    true
+}
+
+/// Records the write of `src` (one row of `width`) into the cache `dst`
+/// (`[n_ctx, width]` of `ty`) at the position in inbox word `pos_at` as the
+/// epilogue of the normed matvec that wrote `src` (rotated by
+/// [`rope_into_matvec`] or not), when it applies. Returns whether it did.
+pub(super) fn kv_into_matvec(
+    b: &mut VulkanBackend,
+    src: Act,
+    width: usize,
+    dst: Bind,
+    ty: KvType,
+    pos_at: u32,
+) -> bool {
+    if !allowed(b)
+        || !b.rope_epilogue
+        || src.rows() != 1
+        || src.width() != width
+        || !width.is_multiple_of(2)
+    {
+        return false;
+    }
+    let xb = Bind::act(src);
+    let kinds = [Kind::Norm, Kind::NormOut, Kind::NormRope, Kind::NormOutRope];
+    let Some((j, kind, t)) = writer_of(b, &xb, &kinds) else {
+        return false;
+    };
+    if overlaps(&dst, &xb) {
+        return false;
+    }
+    let (mut binds, mut push, groups) = parts(b, j);
+    let (rope_kind, mut epi) = match kind {
+        Kind::NormRope | Kind::NormOutRope => {
+            let epi = read_epi(&push);
+            push.truncate(FUSED_BYTES);
+            binds.truncate(binds.len() - 2);
+            (kind, epi)
+        }
+        Kind::NormOut => (Kind::NormOutRope, RopeEpi::default()),
+        _ => (Kind::NormRope, RopeEpi::default()),
+    };
+    if epi.kv != 0 {
+        return false;
+    }
+    let shader = variants(rope_kind)[t].expect("every family has the same types");
+    if !pairs_whole(&push, matvec_rows(shader)) {
+        return false;
+    }
+    if epi.rope == 0 {
+        epi.pos_at = pos_at;
+    }
+    epi.kv = match ty {
+        KvType::F32 => 1,
+        KvType::F16 => 2,
+    };
+    epi.kv_pos_at = pos_at;
+    epi.kv_width = u32::try_from(width).expect("a cache row width fits u32");
+    push_epi(&mut push, &epi);
+    binds.extend([steps(epi.pos_at, pos_at), dst]);
+    rerecord(b, j, shader, &binds, push, groups);
+    true
+}
+
+fn push_epi(push: &mut Vec<u8>, e: &RopeEpi) {
+    for v in [e.rope, e.head_dim, e.pos_at] {
+        push.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [e.theta_scale, e.freq_scale] {
+        push.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [e.kv, e.kv_pos_at, e.kv_width] {
+        push.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn read_epi(push: &[u8]) -> RopeEpi {
+    let u = |i: usize| {
+        let at = FUSED_BYTES + 4 * i;
+        u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))
+    };
+    RopeEpi {
+        rope: u(0),
+        head_dim: u(1),
+        pos_at: u(2),
+        theta_scale: f32::from_bits(u(3)),
+        freq_scale: f32::from_bits(u(4)),
+        kv: u(5),
+        kv_pos_at: u(6),
+        kv_width: u(7),
+    }
+}
