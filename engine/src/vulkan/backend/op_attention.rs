@@ -37,8 +37,8 @@ pub const MAX_HEAD_DIM_V: usize = ATTN_WG * ATTN_ACC;
 /// `attention_combine.comp`), at most [`MAX_SPLITS`] runs. The count
 /// changes every `SPLIT_KEYS` positions, so a replayed step is recorded
 /// again only then.
-const SPLIT_KEYS: usize = 256;
-pub const MAX_SPLITS: usize = 32;
+const SPLIT_KEYS: usize = 64;
+pub const MAX_SPLITS: usize = 64;
 
 /// Bytes of the split-K partials of a model with `n_head` heads of
 /// `head_dim_v` (one decode row, [`MAX_SPLITS`] runs): what `setup::bytes`
