@@ -771,7 +771,7 @@ fn check_attention(c: &Case, numerics: CpuNumerics, seed: u64) {
     }
 }
 
-const CASES: [Case; 8] = [
+const CASES: [Case; 9] = [
     // SmolLM2-135M: prefill, then decode steps.
     Case {
         n_head: 9,
@@ -839,6 +839,17 @@ const CASES: [Case; 8] = [
         window: Some(3),
         ty: KvType::F16,
         batches: &[5, 1, 3],
+    },
+    // A window wider than a pass of the row blocks (64 positions), rows
+    // of a block seeing different first positions.
+    Case {
+        n_head: 3,
+        n_kv_head: 1,
+        dk: 64,
+        dv: 32,
+        window: Some(100),
+        ty: KvType::F16,
+        batches: &[150, 40, 1, 19],
     },
     // Past 256 cells: a second padded block of the view.
     Case {

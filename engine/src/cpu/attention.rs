@@ -25,6 +25,7 @@
 //!
 //! [`hsum8`]: super::ggml::hsum8
 
+use super::attn_blocks;
 use super::attn_kernels;
 use super::ggml::{self, Dot, Lanes};
 use super::kv::{round_f16, KvStore};
@@ -76,6 +77,14 @@ pub fn attention(
         true => Lanes::Tiny,
         false => Lanes::Vec,
     };
+    if numerics == CpuNumerics::Ggml && batch {
+        let how = attn_blocks::Products {
+            level,
+            kq_dot,
+            kqv_lanes,
+        };
+        return attn_blocks::attention(kv, q, out, pos0, p, how);
+    }
     // Head by head: the rows of one head, taken one after the other, meet
     // the same cached keys and values while they are in cache.
     for_chunks_init_by_column(
@@ -159,7 +168,7 @@ pub fn attention(
 }
 
 /// `s · scale`, soft-capped if asked.
-fn scale_and_cap(scores: &mut [f32], p: &AttnParams) {
+pub(super) fn scale_and_cap(scores: &mut [f32], p: &AttnParams) {
     for s in scores.iter_mut() {
         *s *= p.scale;
     }

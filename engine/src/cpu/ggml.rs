@@ -120,7 +120,7 @@ pub(crate) enum Lanes {
 }
 
 impl Lanes {
-    fn count(self) -> usize {
+    pub(crate) fn count(self) -> usize {
         match self {
             Lanes::Tiny => 8,
             Lanes::Vec => 32,
@@ -240,21 +240,41 @@ pub(crate) fn weighted(
     acc: &mut Vec<f32>,
     out: &mut [f32],
 ) {
+    acc.clear();
+    acc.resize(lanes.count() * v.len, 0.0);
+    weighted_add(level, lanes, p, j0, v, acc);
+    weighted_finish(level, lanes, acc, out);
+}
+
+/// The lanes of [`weighted`] for positions `j0..j0 + p.len()` added to
+/// `acc` (`[lane][dv]`, zeroed before the first run): a sum over
+/// consecutive runs of positions, each added in turn, has every lane's
+/// positions in the order one run over all of them adds them, so
+/// [`weighted_finish`] then gives [`weighted`]'s bits.
+///
+/// # Panics
+/// When the lengths disagree.
+pub(crate) fn weighted_add(
+    level: SimdLevel,
+    lanes: Lanes,
+    p: &[f32],
+    j0: usize,
+    v: Run<'_>,
+    acc: &mut [f32],
+) {
+    let (l, dv) = (lanes.count(), v.len);
     assert!(
-        p.len() == v.count && out.len() == v.len && v.fits(),
-        "ggml weighted sum: {} weights for {} rows, {} outputs for rows of {}",
+        p.len() == v.count && acc.len() == l * dv && v.fits(),
+        "ggml weighted sum: {} weights for {} rows, {} lanes' elements for rows of {}",
         p.len(),
         v.count,
-        out.len(),
+        acc.len(),
         v.len
     );
-    let (l, dv) = (lanes.count(), v.len);
-    acc.clear();
-    acc.resize(l * dv, 0.0);
     #[cfg(target_arch = "x86_64")]
     if level >= SimdLevel::Avx2 && level.is_supported() {
         // SAFETY: as in `dots`; `acc` holds `l · dv` lanes.
-        unsafe { x86::weighted(lanes, p, j0, v, acc, out) };
+        unsafe { x86::weighted_add(lanes, p, j0, v, acc) };
         return;
     }
     let _ = level;
@@ -264,6 +284,25 @@ pub(crate) fn weighted(
             *a = v.at(r, d).mul_add(w, *a);
         }
     }
+}
+
+/// `out` from the lanes [`weighted_add`] summed (`acc`, `[lane][out.len()]`).
+///
+/// # Panics
+/// When the lengths disagree.
+pub(crate) fn weighted_finish(level: SimdLevel, lanes: Lanes, acc: &[f32], out: &mut [f32]) {
+    assert_eq!(
+        acc.len(),
+        lanes.count() * out.len(),
+        "ggml weighted sum: lanes"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if level >= SimdLevel::Avx2 && level.is_supported() {
+        // SAFETY: the CPU has AVX2 (checked); `acc` holds the lanes of `out`.
+        unsafe { x86::weighted_finish(lanes, acc, out) };
+        return;
+    }
+    let _ = level;
     reduce_lanes_scalar(lanes, acc, 0, out);
 }
 
@@ -661,23 +700,21 @@ mod x86 {
         }
     }
 
-    /// The lanes of the weighted sum into `acc` (`[lane][dv]`, zeroed), then
-    /// their reduction into `out`. For each pass of [`PASS`] positions and
-    /// each lane, up to 64 of the lane's outputs stay in registers while the
-    /// lane's positions in the pass (one every `lanes`) add to them in
-    /// order.
+    /// The lanes of the weighted sum added to `acc` (`[lane][dv]`). For
+    /// each pass of [`PASS`] positions and each lane, up to 64 of the
+    /// lane's outputs stay in registers while the lane's positions in the
+    /// pass (one every `lanes`) add to them in order.
     #[inline(always)]
-    unsafe fn weighted_of<T: Elem>(
+    unsafe fn weighted_add_of<T: Elem>(
         lanes: Lanes,
         p: &[f32],
         j0: usize,
         v: *const T,
         stride: usize,
+        dv: usize,
         acc: &mut [f32],
-        out: &mut [f32],
     ) {
         let l = lanes.count();
-        let dv = out.len();
         let d8 = dv / 8 * 8;
         let j_end = j0 + p.len();
         let ap = acc.as_mut_ptr();
@@ -717,6 +754,20 @@ mod x86 {
                 }
                 c0 = c1;
             }
+        }
+    }
+
+    /// The lanes' reduction into `out` (`acc` `[lane][out.len()]`).
+    ///
+    /// # Safety
+    /// AVX2; `acc.len()` the lanes times `out.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn weighted_finish(lanes: Lanes, acc: &[f32], out: &mut [f32]) {
+        let dv = out.len();
+        let d8 = dv / 8 * 8;
+        let ap = acc.as_ptr();
+        // SAFETY: `acc` holds the lanes' dv floats each; d + 8 <= d8 <= dv.
+        unsafe {
             let mut d = 0;
             while d < d8 {
                 let at = ap.wrapping_add(d);
@@ -757,21 +808,20 @@ mod x86 {
 
     /// # Safety
     /// AVX2, FMA and F16C; `v`'s rows inside its slice; `p.len() ==
-    /// v.count`; `out.len() == v.len`; `acc.len()` the lanes times `v.len`.
+    /// v.count`; `acc.len()` the lanes times `v.len`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn weighted(
+    pub(super) unsafe fn weighted_add(
         lanes: Lanes,
         p: &[f32],
         j0: usize,
         v: Run<'_>,
         acc: &mut [f32],
-        out: &mut [f32],
     ) {
         // SAFETY: the caller's contract.
         unsafe {
             match v.rows {
-                Row::F32(d) => weighted_of(lanes, p, j0, d.as_ptr(), v.stride, acc, out),
-                Row::F16(d) => weighted_of(lanes, p, j0, d.as_ptr(), v.stride, acc, out),
+                Row::F32(d) => weighted_add_of(lanes, p, j0, d.as_ptr(), v.stride, v.len, acc),
+                Row::F16(d) => weighted_add_of(lanes, p, j0, d.as_ptr(), v.stride, v.len, acc),
             }
         }
     }
@@ -849,6 +899,24 @@ mod tests {
                             bits(&want),
                             "{lanes:?} {level} len {len} count {count} j0 {j0} f16 {f16_rows}"
                         );
+                        // In consecutive runs of positions, added in turn.
+                        for piece in [1, 5, 64, 100] {
+                            let mut acc = vec![0.0f32; lanes.count() * len];
+                            let mut a = 0;
+                            while a < count {
+                                let b = (a + piece).min(count);
+                                let sub = run.rows(a, b);
+                                weighted_add(level, lanes, &p[a..b], j0 + a, sub, &mut acc);
+                                a = b;
+                            }
+                            let mut got = vec![f32::NAN; len];
+                            weighted_finish(level, lanes, &acc, &mut got);
+                            assert_eq!(
+                                bits(&got),
+                                bits(&want),
+                                "{lanes:?} {level} count {count} j0 {j0} in runs of {piece}"
+                            );
+                        }
                     }
                 }
             }

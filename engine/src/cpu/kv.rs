@@ -89,7 +89,27 @@ pub struct Run<'a> {
     pub count: usize,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// Rows `a..b` of the run (`a <= b <= count`).
+    #[cfg(test)]
+    pub(super) fn rows(&self, a: usize, b: usize) -> Run<'a> {
+        assert!(
+            a <= b && b <= self.count,
+            "run rows {a}..{b} of {}",
+            self.count
+        );
+        let at = if a == b { 0 } else { a * self.stride };
+        let rows = match self.rows {
+            Row::F32(d) => Row::F32(&d[at..]),
+            Row::F16(d) => Row::F16(&d[at..]),
+        };
+        Run {
+            rows,
+            count: b - a,
+            ..*self
+        }
+    }
+
     /// Whether every row lies inside the slice.
     pub(super) fn fits(&self) -> bool {
         let n = match self.rows {

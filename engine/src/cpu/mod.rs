@@ -50,6 +50,7 @@ pub use weight::WeightView;
 
 mod argsort;
 mod attention;
+mod attn_blocks;
 mod attn_kernels;
 mod backend;
 #[cfg(target_arch = "x86_64")]
