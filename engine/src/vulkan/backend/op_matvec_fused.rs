@@ -108,6 +108,18 @@ pub(super) enum Kind {
     NormOutRope,
 }
 
+impl Kind {
+    const ALL: [Kind; 7] = [
+        Kind::Quant,
+        Kind::QuantAdd,
+        Kind::Norm,
+        Kind::NormOut,
+        Kind::NormOutGlu,
+        Kind::NormRope,
+        Kind::NormOutRope,
+    ];
+}
+
 pub(super) fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
     use shaders::by_type as t;
     match kind {
@@ -123,18 +135,7 @@ pub(super) fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
 
 /// The family and weight-type index of a fused variant.
 pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
-    use Kind::*;
-    [
-        Quant,
-        QuantAdd,
-        Norm,
-        NormOut,
-        NormOutGlu,
-        NormRope,
-        NormOutRope,
-    ]
-    .into_iter()
-    .find_map(|k| {
+    Kind::ALL.into_iter().find_map(|k| {
         variants(k)
             .iter()
             .position(|s| s.is_some_and(|s| s.index == shader.index))
