@@ -144,21 +144,26 @@ layout(set = 0, binding = 5, std430) writeonly buffer Kv { uint cache[]; };
 #endif
 #endif
 // The row's values, then its blocks in the dot format (9 words per 32).
+// Element c of the row is at row_vals[RV(c)]: one unused word after every
+// 32, so that the quantizer's invocations, each reading a run of a block
+// (8 or 16 consecutive elements), meet in distinct shared-memory banks
+// (unpadded, runs 8 words apart share 4 banks between 32 invocations).
 #define MAX_K 3072u
-shared float row_vals[MAX_K];
+#define RV(c) ((c) + ((c) >> 5))
+shared float row_vals[MAX_K + MAX_K / 32u];
 shared uint SA[MAX_K / 32u * 9u];
 #define ACT(ab, t, k) SA[(ab) + (k)]
 #define QT 1u
 #include "qdot.glsl"
 #define QUANT_WG WG
-#define QV(i) row_vals[i]
+#define QV(i) row_vals[RV(i)]
 #define QSTORE(w, v) SA[w] = (v)
 #include "quant_row.glsl"
 #ifdef PRO_NORM
 #define RMS_WG WG
 #define RMS_VAL(a, b, c) XS[(a) + (c)]
 // The norm's weight into row_vals while the squares are summed.
-#define RMS_EXTRA(c) row_vals[c] = AUX[f.aux_offset + (c)]
+#define RMS_EXTRA(c) row_vals[RV(c)] = AUX[f.aux_offset + (c)]
 #include "rms.glsl"
 #endif
 #if defined(PRO_GLU) || defined(PAIR_GLU)
@@ -190,7 +195,7 @@ void prologue(uint tid, bool first) {
     for (uint c = tid; c < n; c += WG) {
 #if defined(PRO_NORM)
         precise float y = XS[f.src_offset + c] * scale;
-        y = y * row_vals[c]; // the weight, stored there by this invocation
+        y = y * row_vals[RV(c)]; // the weight, stored there by this invocation
 #elif defined(PRO_GLU)
         float a = XS[f.src_offset + c];
         float b = AUX[f.aux_offset + c];
@@ -198,7 +203,7 @@ void prologue(uint tid, bool first) {
 #else
         float y = XS[f.src_offset + c];
 #endif
-        row_vals[c] = y;
+        row_vals[RV(c)] = y;
 #ifdef PRO_OUT
         if (first) {
             PO[f.pro_out_offset + c] = y;
