@@ -88,6 +88,88 @@ fn rows() -> Vec<(String, Vec<f32>)> {
     sp[300] = f32::NAN;
     sp[511] = -f32::NAN;
     out.push(("NaN and inf".to_string(), sp));
+    // Block maxima over the significands (the scales' integer division by
+    // 127 and their quotient 127 / amax change form at 127 2^17 = 0xfe0000)
+    // and over exponents whose quotients are subnormal or overflow: block
+    // b's first element is the maximum, the rest a fraction of it.
+    let sig = [
+        0x800000u32,
+        0x800001,
+        0xfdffff,
+        0xfe0000,
+        0xfe0001,
+        0xfeffff,
+        0xffffff,
+        0xc00000,
+    ];
+    let exps = [1u32, 2, 5, 6, 7, 8, 9, 100, 127, 133, 134, 250, 253, 254];
+    let mut maxima: Vec<f32> = Vec::new();
+    for &e in &exps {
+        for &m in &sig {
+            maxima.push(f32::from_bits((e << 23) | (m & 0x7f_ffff)));
+        }
+    }
+    let random = values(37, 256);
+    for (i, v) in random.iter().enumerate() {
+        let m = 0x80_0000 | (v.abs() * 8388607.0) as u32;
+        let e = exps[i % exps.len()];
+        maxima.push(f32::from_bits((e << 23) | (m & 0x7f_ffff)));
+    }
+    let filler = values(38, 32 * maxima.len());
+    let sweep: Vec<f32> = (0..32 * maxima.len())
+        .map(|i| match i % 32 {
+            0 => maxima[i / 32],
+            _ => maxima[i / 32] * filler[i] * 0.999,
+        })
+        .collect();
+    out.push(("block maxima over significands".to_string(), sweep));
+    out.push((
+        "scales at rounding boundaries".to_string(),
+        boundary_blocks(),
+    ));
+    out
+}
+
+/// The quantized bytes move with a one-ulp change of a block's scales only
+/// near rounding boundaries; these 512 blocks sit there. Each block's
+/// maximum A (its first element) is 127 times an f16 halfway point, moved
+/// by -1, 0 or 1 ulp, so that d = A / 127 lies within an ulp of an f16
+/// rounding boundary (d is stored as f16), and its other elements x are
+/// chosen so that x * (127 / A) rounds (to f32, then to an integer)
+/// differently with 127 / A one ulp up or down. A device whose d or id is
+/// off by one ulp for some blocks writes other bytes.
+fn boundary_blocks() -> Vec<f32> {
+    let quant = |x: f32, id: f32| (x * id).round_ties_even() as i32;
+    let mut out = Vec::new();
+    let halves = values(40, 512);
+    for (b, h) in halves.iter().enumerate() {
+        // An f16 halfway point (a 12-bit odd significand) times 127.
+        let m = 0x800 | ((h.abs() * 2047.0) as u32 & 0x7ff) | 1;
+        let e = [-20i32, -3, 0, 4, 9][b % 5];
+        let half_point = m as f32 * 2f32.powi(e - 11);
+        let a = f32::from_bits(((half_point * 127.0).to_bits() as i32 + (b % 3) as i32 - 1) as u32);
+        let id = 127.0 / a;
+        let (up, down) = (
+            f32::from_bits(id.to_bits() + 1),
+            f32::from_bits(id.to_bits() - 1),
+        );
+        let mut block = vec![a];
+        let mut k = 1i32;
+        while block.len() < 32 && k < 127 {
+            let x0 = (k as f32 + 0.5) / id;
+            for step in -64i32..=64 {
+                let x = f32::from_bits((x0.to_bits() as i32 + step) as u32);
+                let q = quant(x, id);
+                if x < a && (q != quant(x, up) || q != quant(x, down)) {
+                    block.push(if block.len() % 2 == 0 { x } else { -x });
+                    break;
+                }
+            }
+            k += 4;
+        }
+        block.resize(32, 0.25 * a);
+        out.extend(block);
+    }
     out
 }
 

@@ -185,6 +185,67 @@ uint q8_amax_step(uint amax, uint xb) {
     return gt ? amax : a;
 }
 
+// amax / 127 correctly rounded, for a normal finite amax = m 2^(be - 150)
+// (m the 24-bit significand): q = m 2^k / 127 with k (6 or 7) putting q in
+// [2^23, 2^24), taken in integers (m 2^k < 2^31; a division by a constant),
+// rounded up when the remainder passes 127 / 2 (127 is odd: never a tie).
+// div_rn where the quotient is subnormal.
+uint div_by_127_rn(uint amax) {
+    uint m = (amax & 0x7fffffu) | 0x800000u;
+    uint k = m >= 16646144u ? 6u : 7u; // 127 2^17: m 2^7 / 127 reaches 2^24
+    int be = int(amax >> 23) - int(k);
+    if (be < 1) {
+        return div_rn(amax, 0x42fe0000u);
+    }
+    uint num = m << k;
+    uint q = num / 127u;
+    if (2u * (num - q * 127u) > 127u) {
+        q += 1u;
+    }
+    if (q == 0x1000000u) {
+        q >>= 1;
+        be += 1;
+    }
+    return (uint(be) << 23) | (q & 0x7fffffu);
+}
+
+// 127 / amax correctly rounded, for a normal finite amax = m 2^(be - 150):
+// q = floor(127 2^s / m) with s (40 or 41) putting it in [2^23, 2^24). The
+// driver's division estimates it to a few units; the remainder
+// 127 2^s - q m, exact in wrapping 32-bit arithmetic (2^s wraps to 0, and
+// the remainder is far below 2^31 that close), settles it in one step each
+// way, then rounds (a tie would need m's odd part to divide 127: then the
+// quotient is exact). div_rn where the result is not a normal.
+uint div_127_by_rn(uint amax) {
+    uint m = (amax & 0x7fffffu) | 0x800000u;
+    uint s = m > 16646144u ? 41u : 40u;
+    int be = 300 - int(amax >> 23) - int(s);
+    if (be < 1 || be > 254) {
+        return div_rn(0x42fe0000u, amax);
+    }
+    float num = s == 41u ? 279275953455104.0 : 139637976727552.0; // 127 2^s
+    uint q = uint(num / float(m));
+    int r = int(0u - q * m);
+    int delta = int(floor(float(r) / float(m)));
+    q = uint(int(q) + delta);
+    r -= delta * int(m);
+    if (r < 0) {
+        q -= 1u;
+        r += int(m);
+    } else if (r >= int(m)) {
+        q += 1u;
+        r -= int(m);
+    }
+    if (2u * uint(r) > m) {
+        q += 1u;
+    }
+    if (q == 0x1000000u) {
+        q >>= 1;
+        be += 1;
+    }
+    return (uint(be) << 23) | (q & 0x7fffffu);
+}
+
 // A Q8_0 / Q8_1 block's d = amax / 127 and id = 127 / amax (0 when amax is
 // 0), as f32 bits.
 void q8_scales(uint amax, out uint d, out uint id) {
@@ -201,8 +262,8 @@ void q8_scales(uint amax, out uint d, out uint id) {
         d = 0u;            // a subnormal / 127: no f16 holds it (f16 0)
         id = 0x7f800000u;  // 127 / subnormal overflows
     } else {
-        d = div_rn(amax, 0x42fe0000u);  // 127.0
-        id = div_rn(0x42fe0000u, amax);
+        d = div_by_127_rn(amax);
+        id = div_127_by_rn(amax);
     }
 }
 
