@@ -11,14 +11,22 @@
 // Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
 // SPLIT (split-K, for decode at long context): workgroup z = s of n_split
 // takes the s-th of n_split equal runs of the visible positions and writes
-// its running max, sum and unnormalised output (m, l, acc[head_dim_v]) to
-// binding 3 (then the partials buffer, not out) at
-// ((t * n_head + h) * n_split + s) * (head_dim_v + 2);
-// attention_combine.comp weighs them together. An empty run writes
-// m = MAX_START, l = 0, acc = 0.
+// its running max, sum and unnormalised output (m, l, acc[head_dim_v]) as
+// f32 bits to binding 3 (the partials buffer) at word
+// ((t * n_head + h) * n_split + s) * (head_dim_v + 2), then counts itself
+// done on the (row, head)'s counter, word cnt_at + t * n_head + h of the
+// same buffer (zero between dispatches). The run that counts last weighs
+// the n_split partials together as the online softmax does across tiles
+// (M = max m_s, w_s = exp(m_s - M), 0 for an empty run, m_s = -inf;
+// out = (sum w_s acc_s) * (1 / sum w_s l_s)), writes out (binding 5) and
+// puts the counter back to zero: the partials are written and made visible
+// (coherent, memoryBarrierBuffer) before the count, and read after it, so
+// no second dispatch and no barrier between the two passes. An empty run
+// writes m = MAX_START, l = 0, acc = 0.
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
-// 3 = out (written), 4 = step words (read: the first row's position).
-// Push: AttnPush.
+// 3 = out (written; SPLIT: the partials and counters), 4 = step words
+// (read: the first row's position), SPLIT: 5 = out (written).
+// Push: AttnPush (SPLIT: then n_split and cnt_at).
 // The dot products and sums are `precise`: a driver that fuses a multiply
 // and an add into one fma (NVIDIA's does) rounds differently from the CPU.
 // Limits (checked on the host): head_dim_k <= MAX_DK, head_dim_v <= WG * ACC.
@@ -43,14 +51,21 @@ layout(set = 0, binding = 2, std430) readonly buffer V { uint vc[]; };
 layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
 #endif
+#ifdef SPLIT
+layout(set = 0, binding = 3, std430) coherent buffer Part { uint part[]; };
+layout(set = 0, binding = 5, std430) writeonly buffer Out { float o[]; };
+#else
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
+#endif
 STEP_WORDS(4)
 
 #ifdef SPLIT
 layout(push_constant) uniform Push {
     AttnPush p;
     uint n_split;
+    uint cnt_at;
 };
+shared bool last_run; // this workgroup counted last for its (row, head)
 #else
 layout(push_constant) uniform Push { AttnPush p; };
 #endif
@@ -234,16 +249,54 @@ void main() {
     }
 
 #ifdef SPLIT
-    uint pb = ((t * p.n_head + h) * n_split + gl_WorkGroupID.z) * (dv + 2u);
+    uint stride = dv + 2u;
+    uint base = (t * p.n_head + h) * n_split * stride;
+    uint pb = base + gl_WorkGroupID.z * stride;
     if (tid == 0u) {
-        o[pb] = m;
-        o[pb + 1u] = l;
+        part[pb] = floatBitsToUint(m);
+        part[pb + 1u] = floatBitsToUint(l);
     }
     for (uint a = 0u; a < ACC; a++) {
         uint d = tid + a * WG;
         if (d < dv) {
-            o[pb + 2u + d] = acc[a];
+            part[pb + 2u + d] = floatBitsToUint(acc[a]);
         }
+    }
+    // Every invocation's partials visible on the device, then the count.
+    memoryBarrierBuffer();
+    barrier();
+    uint cnt = cnt_at + t * p.n_head + h;
+    if (tid == 0u) {
+        last_run = atomicAdd(part[cnt], 1u) == n_split - 1u;
+    }
+    barrier();
+    if (!last_run) {
+        return; // the whole workgroup (no barrier follows)
+    }
+    memoryBarrierBuffer(); // the other runs' partials, counted before ours
+    float mx = NEG_INF;
+    for (uint s = 0u; s < n_split; s++) {
+        mx = max(mx, uintBitsToFloat(part[base + s * stride]));
+    }
+    precise float lsum = 0.0;
+    for (uint s = 0u; s < n_split; s++) {
+        float ms = uintBitsToFloat(part[base + s * stride]);
+        float w = ms == NEG_INF ? 0.0 : exp(ms - mx);
+        lsum += w * uintBitsToFloat(part[base + s * stride + 1u]);
+    }
+    float inv = 1.0 / lsum;
+    uint obase = p.out_offset + (t * p.n_head + h) * dv;
+    for (uint d = tid; d < dv; d += WG) {
+        precise float x = 0.0;
+        for (uint s = 0u; s < n_split; s++) {
+            float ms = uintBitsToFloat(part[base + s * stride]);
+            float w = ms == NEG_INF ? 0.0 : exp(ms - mx);
+            x += w * uintBitsToFloat(part[base + s * stride + 2u + d]);
+        }
+        o[obase + d] = x * inv;
+    }
+    if (tid == 0u) {
+        part[cnt] = 0u; // for the next dispatch
     }
 #else
     float inv = 1.0 / l;

@@ -465,12 +465,14 @@ fn window_one_returns_own_v_row() {
     p.finish("window one");
 }
 
-/// Split-K decode (`attention.comp` SPLIT + `attention_combine.comp`, the
-/// GPU layout's decode past 256 visible positions: one run of keys per 256,
-/// at most 32): SmolLM2's heads after a 700-token prefill (3 runs), Gemma's
-/// local layers with a window of 300 (2 runs), f32 and f16 caches, on both
-/// kernel layouts where the device runs them; each decode step against the
-/// CPU as every other case is.
+/// Split-K decode (`attention.comp` SPLIT, its last run of each head
+/// weighing the runs together: the GPU layout's decode past 64 visible
+/// positions, one run of keys per 64, at most 64): SmolLM2's heads after a
+/// 700-token prefill (11 runs), Gemma's local layers with a window of 300
+/// (5 runs), f32 and f16 caches, on both kernel layouts where the device
+/// runs them; each decode step against the CPU as every other case is
+/// (a counter left nonzero by one step would leave the next step's output
+/// unwritten).
 #[test]
 fn split_k_decode_at_long_context_matches_cpu() {
     let cases = [

@@ -65,13 +65,4 @@ struct AttnPush {
     uint n_rows;     // T
 };
 
-// attention_combine.comp: one workgroup per (head h = x, row t = y); out
-// [T, n_head * head_dim_v] from out_offset (elements).
-struct AttnCombinePush {
-    uint n_head;
-    uint head_dim_v;
-    uint n_split;
-    uint out_offset;
-};
-
 #endif

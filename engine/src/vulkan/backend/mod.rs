@@ -175,8 +175,10 @@ pub struct VulkanBackend {
     kernel_layout: KernelLayout,
     /// Quantized activations for the integer products (`op_quantize.rs`).
     act_scratch: op_quantize::ActScratch,
-    /// Split-K attention's partials (`op_attention.rs`): slot and bytes.
-    attn_partials: Option<(u32, u64)>,
+    /// Split-K attention's partials and counters (`op_attention.rs`):
+    /// slot, bytes, and the first counter word (where the counters were
+    /// last zeroed: every dispatch leaves them at zero).
+    attn_partials: Option<(u32, u64, usize)>,
     /// The norm the last fused matvec computed (`op_matvec_fused.rs`).
     norm_prologue: Option<op_matvec_fused::NormPrologue>,
     /// Whether decode matvecs are fused with their neighbours

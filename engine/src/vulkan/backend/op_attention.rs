@@ -19,7 +19,7 @@
 //! replays ([`super::replay`]).
 
 use super::op_elementwise::RopePush;
-use super::{Bind, GpuKv, KernelLayout, VulkanBackend};
+use super::{Bind, Cmd, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
 use crate::ops::{Act, AttnParams, Kv, KvType};
 use crate::vulkan::{shaders, PushConstants};
@@ -33,37 +33,24 @@ pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
 pub const MAX_HEAD_DIM_V: usize = ATTN_WG * ATTN_ACC;
 /// Split-K decode: one run of keys per this many visible positions (a
-/// decode step past them takes `attention.comp` SPLIT and
-/// `attention_combine.comp`), at most [`MAX_SPLITS`] runs. The count
-/// changes every `SPLIT_KEYS` positions, so a replayed step is recorded
-/// again only then.
+/// decode step past them takes `attention.comp` SPLIT, whose last run of
+/// each head weighs the runs together), at most [`MAX_SPLITS`] runs. The
+/// count changes every `SPLIT_KEYS` positions, so a replayed step is
+/// recorded again only then.
 const SPLIT_KEYS: usize = 64;
 pub const MAX_SPLITS: usize = 64;
 
-/// Bytes of the split-K partials of a model with `n_head` heads of
-/// `head_dim_v` (one decode row, [`MAX_SPLITS`] runs): what `setup::bytes`
-/// counts for the GPU.
+/// Words of the split-K partials of `n_head` heads of `head_dim_v` (one
+/// decode row, [`MAX_SPLITS`] runs); the heads' counters follow them.
+fn partial_words(n_head: usize, head_dim_v: usize) -> usize {
+    n_head * MAX_SPLITS * (head_dim_v + 2)
+}
+
+/// Bytes of the split-K partials and counters of a model with `n_head`
+/// heads of `head_dim_v`: what `setup::bytes` counts for the GPU.
 pub fn attention_partial_bytes(n_head: usize, head_dim_v: usize) -> u64 {
-    (n_head * MAX_SPLITS * (head_dim_v + 2) * 4) as u64
+    ((partial_words(n_head, head_dim_v) + n_head) * 4) as u64
 }
-
-/// `AttnCombinePush` of `shaders/common/attention.glsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct AttnCombinePush {
-    n_head: u32,
-    head_dim_v: u32,
-    n_split: u32,
-    out_offset: u32,
-}
-
-const _: () = assert!(
-    std::mem::size_of::<AttnCombinePush>()
-        == shaders::ATTENTION_COMBINE.push_constant_size as usize
-);
-
-// SAFETY: repr(C), four u32 fields, 16 bytes (asserted above): no padding.
-unsafe impl PushConstants for AttnCombinePush {}
 /// `attention_cpu.comp` takes head dims in multiples of this (8 lanes x 4)
 /// up to [`CPU_MAX_HEAD_DIM`] (`MAX_D`).
 const CPU_HEAD_DIM_STEP: usize = 32;
@@ -151,8 +138,8 @@ const _: () = {
     let size = std::mem::size_of::<AttnPush>();
     assert!(size == shaders::ATTENTION_F32.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
-    assert!(size + 4 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
-    assert!(size + 4 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
+    assert!(size + 8 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
+    assert!(size + 8 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F16.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_KEYS_CPU_F32.push_constant_size as usize);
@@ -356,9 +343,14 @@ pub(super) fn attention(
     let kernel = kernel(b.kernel_layout, t, dk, dv);
     let first = p.window.map_or(0, |w| (pos0 + 1).saturating_sub(w));
     let n_split = (pos0 + 1 - first).div_ceil(SPLIT_KEYS).min(MAX_SPLITS);
-    if kernel == Kernel::Shared && t == 1 && n_split > 1 {
-        split_k(b, &c, q, out, &push, n_split);
-        return;
+    if kernel == Kernel::Shared {
+        let Some(part) = partials(b, nh, dv) else {
+            return;
+        };
+        if t == 1 && n_split > 1 {
+            split_k(b, &c, (q, out), &push, part, n_split);
+            return;
+        }
     }
     let shader = match (c.ty, kernel) {
         (KvType::F32, Kernel::Shared) => &shaders::ATTENTION_F32,
@@ -389,27 +381,56 @@ pub(super) fn attention(
     b.dispatch(shader, &binds, &push, groups);
 }
 
-/// Decode attention in `n_split` runs of keys (`attention.comp` SPLIT, a
-/// workgroup per (head, run)), weighed together by
-/// `attention_combine.comp`: a long context spread over many workgroups
-/// instead of one per head.
-fn split_k(b: &mut VulkanBackend, c: &GpuKv, q: Act, out: Act, push: &AttnPush, n_split: usize) {
-    let (nh, dv) = (push.n_head as usize, push.head_dim_v as usize);
+/// The split-K partials and counters for `n_head` heads of `head_dim_v`:
+/// made (zeroed) on the first attention of the GPU layout, so that a
+/// prefill, not a decode step that is then replayed, carries the fill; the
+/// counters zeroed again where another geometry moves them (onto words an
+/// earlier dispatch's partials hold). Every dispatch leaves them at zero.
+fn partials(b: &mut VulkanBackend, nh: usize, dv: usize) -> Option<u32> {
     let bytes = attention_partial_bytes(nh, dv);
-    let part = match b.attn_partials {
-        Some((slot, have)) if have >= bytes => slot,
-        _ => match b.new_buffer("attention partials", bytes, false, false) {
+    let cnt_at = partial_words(nh, dv);
+    match b.attn_partials {
+        Some((slot, have, at)) if have >= bytes => {
+            if at != cnt_at {
+                b.cmds.push(Cmd::Fill {
+                    buf: slot,
+                    offset: (cnt_at * 4) as u64,
+                    size: (nh * 4) as u64,
+                    value: 0,
+                });
+                b.attn_partials = Some((slot, have, cnt_at));
+            }
+            Some(slot)
+        }
+        _ => match b.new_buffer("attention partials", bytes, false, true) {
             Ok(slot) => {
-                b.attn_partials = Some((slot, bytes));
-                slot
+                b.attn_partials = Some((slot, bytes, cnt_at));
+                Some(slot)
             }
             Err(e) => {
                 let e = b.vk_err("attention partials", bytes, e);
                 b.fail(e);
-                return;
+                None
             }
         },
-    };
+    }
+}
+
+/// Decode attention in `n_split` runs of keys (`attention.comp` SPLIT, a
+/// workgroup per (head, run), the last run of each head to finish weighing
+/// them together): a long context spread over many workgroups instead of
+/// one per head, in one dispatch.
+fn split_k(
+    b: &mut VulkanBackend,
+    c: &GpuKv,
+    (q, out): (Act, Act),
+    push: &AttnPush,
+    part: u32,
+    n_split: usize,
+) {
+    let (nh, dv) = (push.n_head as usize, push.head_dim_v as usize);
+    let bytes = attention_partial_bytes(nh, dv);
+    let cnt_at = partial_words(nh, dv);
     let shader = match c.ty {
         KvType::F32 => &shaders::ATTENTION_F32_SPLIT,
         KvType::F16 => &shaders::ATTENTION_F16_SPLIT,
@@ -420,37 +441,28 @@ fn split_k(b: &mut VulkanBackend, c: &GpuKv, q: Act, out: Act, push: &AttnPush, 
     } else {
         shader
     };
+    // The partials and the counters: the whole buffer.
     let part_bind = Bind {
         buf: part,
-        bytes: 0..(nh * n_split * (dv + 2) * 4) as u64,
+        bytes: 0..bytes,
     };
     let [kb, vb] = cache_binds(c);
     let binds = [
         Bind::act(q),
         kb,
         vb,
-        part_bind.clone(),
+        part_bind,
         Bind::step(push.pos_at),
+        Bind::act(out),
     ];
-    let mut bytes = push.as_bytes().to_vec();
-    bytes.extend_from_slice(&u32_of(n_split, "splits").to_le_bytes());
+    let mut push_bytes = push.as_bytes().to_vec();
+    push_bytes.extend_from_slice(&u32_of(n_split, "splits").to_le_bytes());
+    push_bytes.extend_from_slice(&u32_of(cnt_at, "counters").to_le_bytes());
     b.dispatch_bytes(
         shader,
         &binds,
-        bytes,
+        push_bytes,
         [push.n_head, 1, u32_of(n_split, "splits")],
-    );
-    let combine = AttnCombinePush {
-        n_head: push.n_head,
-        head_dim_v: push.head_dim_v,
-        n_split: u32_of(n_split, "splits"),
-        out_offset: push.out_offset,
-    };
-    b.dispatch(
-        &shaders::ATTENTION_COMBINE,
-        &[part_bind, Bind::act(out)],
-        &combine,
-        [push.n_head, 1, 1],
     );
 }
 
