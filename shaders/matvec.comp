@@ -292,21 +292,13 @@ void main() {
     float acc[1];
     acc[0] = 0.0;
 #ifdef PROLOGUE
-    // A word of every 32 bytes of each of this invocation's weight blocks
-    // (and the block's last word), loaded now so that the loads from
-    // memory overlap the prologue (the blocks' own reads below then find
-    // them in cache); folded and compared with a value the matvec never
-    // pushes (units is 0), so the compiler keeps the loads.
+    // The first word of this invocation's first weight block, loaded now
+    // so that the load from memory overlaps the prologue (the block's own
+    // reads below then find it in cache); compared with a value the
+    // matvec never pushes (units is 0), so the compiler keeps the load.
     uint early = 0u;
-    if (row < p.rows) {
-        uint rb0 = wb + row * p.row_bytes;
-        for (uint blk = lane; blk < nb; blk += TPR) {
-            uint b0 = rb0 + blk * BLOCK_BYTES;
-            for (uint o = 0u; o < BLOCK_BYTES; o += 32u) {
-                early ^= WORD((b0 + o) >> 2);
-            }
-            early ^= WORD((b0 + BLOCK_BYTES - 1u) >> 2);
-        }
+    if (row < p.rows && lane < nb) {
+        early = WORD((wb + row * p.row_bytes + lane * BLOCK_BYTES) >> 2);
     }
     prologue(tid, wgi == 0u);
     xo = 0u; // the blocks in SA
