@@ -349,6 +349,12 @@ pub const PER_TYPE: &[PerType] = &[
         only: None,
     },
     PerType {
+        name: "matmul_dot4",
+        source: "matmul.comp",
+        extra: |_| vec![("DOT4", "1")],
+        only: Some(q8_legacy),
+    },
+    PerType {
         name: "matvec_cpu",
         source: "matmul_cpu.comp",
         extra: cpu_decode,

@@ -83,17 +83,78 @@ void wq_pair(uint bb, uint j, out ivec4 lo, out ivec4 hi) {
 #endif
 }
 
+#ifdef DOT4
+// OpSDot of SPV_KHR_integer_dot_product on two words of four signed bytes
+// (PackedVectorFormat4x8Bit: fmt 0): the exact sum of the four products.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(uint a, uint b, spirv_literal int fmt);
+
+// Bits 0..3 of x moved to bits 0, 8, 16, 24 (no carries: the four shifted
+// copies never meet).
+uint spread4(uint x) {
+    return (x * 0x00204081u) & 0x01010101u;
+}
+
+// wq_pair's integers as packed bytes (lo: elements 4j..4j + 3, hi: 16 + 4j..)
+// less `off` each: the nibbles (with the fifth bit) unsigned, Q8_0's bytes
+// as they are.
+void wq_packed(uint bb, uint j, out uint lo, out uint hi, out int off) {
+#if defined(WEIGHT_Q4_0)
+    uint b = rd_u32(bb + 2u + 4u * j);
+    lo = b & 0x0f0f0f0fu;
+    hi = (b >> 4) & 0x0f0f0f0fu;
+    off = 8;
+#elif defined(WEIGHT_Q4_1)
+    uint b = WORD((bb >> 2) + 1u + j);
+    lo = b & 0x0f0f0f0fu;
+    hi = (b >> 4) & 0x0f0f0f0fu;
+    off = 0;
+#elif defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1)
+#if defined(WEIGHT_Q5_0)
+    uint qh = rd_u32(bb + 2u);
+    uint b = rd_u32(bb + 6u + 4u * j);
+    off = 16;
+#else
+    uint qh = WORD((bb >> 2) + 1u);
+    uint b = WORD((bb >> 2) + 2u + j);
+    off = 0;
+#endif
+    lo = (b & 0x0f0f0f0fu) | (spread4((qh >> (4u * j)) & 15u) << 4);
+    hi = ((b >> 4) & 0x0f0f0f0fu) | (spread4((qh >> (16u + 4u * j)) & 15u) << 4);
+#else // Q8_0
+    lo = rd_u32(bb + 2u + 4u * j);
+    hi = rd_u32(bb + 18u + 4u * j);
+    off = 0;
+#endif
+}
+#endif
+
 void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
     int sumi[QT];
     for (uint t = 0u; t < QT; t++) {
         sumi[t] = 0;
     }
     for (uint j = 0u; j < 4u; j++) {
+#ifdef DOT4
+        uint lo, hi;
+        int off;
+        wq_packed(bb, j, lo, hi, off);
+        for (uint t = 0u; t < QT; t++) {
+            uint alo = ACT(ab[t], t, 1u + j);
+            uint ahi = ACT(ab[t], t, 5u + j);
+            int s = sdot4(lo, alo, 0) + sdot4(hi, ahi, 0);
+            if (off != 0) {
+                s -= off * (sdot4(0x01010101u, alo, 0) + sdot4(0x01010101u, ahi, 0));
+            }
+            sumi[t] += s;
+        }
+#else
         ivec4 lo, hi;
         wq_pair(bb, j, lo, hi);
         for (uint t = 0u; t < QT; t++) {
             sumi[t] += hsum(lo * i8x4i(ACT(ab[t], t, 1u + j)) + hi * i8x4i(ACT(ab[t], t, 5u + j)));
         }
+#endif
     }
     float dx = rd_f16(bb);
 #if defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)

@@ -79,13 +79,23 @@ impl Device {
         let queue_family = choose_compute_family(&families)
             .ok_or_else(|| VkError::NoComputeQueue(info.name.clone()))?;
 
+        let integer_dot = integer_dot_product(instance, physical)?;
         let priorities = [1.0f32];
         let queue_info = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
-        let device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
+        let extensions = [ash::khr::shader_integer_dot_product::NAME.as_ptr()];
+        let mut dot_features = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
+            .shader_integer_dot_product(true);
+        let mut device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
+        if integer_dot {
+            device_info = device_info
+                .enabled_extension_names(&extensions)
+                .push_next(&mut dot_features);
+        }
         // SAFETY: `physical` belongs to this instance; the create info points to
-        // locals that outlive the call; one queue of an existing family is requested.
+        // locals that outlive the call; one queue of an existing family is
+        // requested; the extension and feature enabled were found supported.
         let raw = unsafe { instance.raw.create_device(physical, &device_info, None) }
             .call("vkCreateDevice")?;
         // SAFETY: queue 0 of `queue_family` was requested at device creation.
@@ -126,6 +136,7 @@ impl Device {
                 .get_physical_device_properties2(physical, &mut props2)
         };
         let mut limits = DeviceLimits::new(&props, &subgroup, &float_controls, &memory);
+        limits.integer_dot = integer_dot;
         // No timestamps on this queue: nothing to profile with.
         if families[queue_family as usize].timestamp_valid_bits == 0 {
             limits.timestamp_period = 0.0;
@@ -141,6 +152,30 @@ impl Device {
             instance,
         })
     }
+}
+
+/// Whether `physical` has VK_KHR_shader_integer_dot_product with
+/// `shaderIntegerDotProduct` (packed 4 x 8-bit dot products: the prefill
+/// products' `DOT4` variants).
+fn integer_dot_product(instance: &Instance, physical: vk::PhysicalDevice) -> VkResult<bool> {
+    // SAFETY: `physical` was enumerated from this live instance.
+    let exts = unsafe { instance.raw.enumerate_device_extension_properties(physical) }
+        .call("vkEnumerateDeviceExtensionProperties")?;
+    let name = ash::khr::shader_integer_dot_product::NAME;
+    if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
+        return Ok(false);
+    }
+    let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+    let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut dot);
+    // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+, where
+    // vkGetPhysicalDeviceFeatures2 is core); the extension of the chained
+    // struct is supported (checked above); the chain outlives the call.
+    unsafe {
+        instance
+            .raw
+            .get_physical_device_features2(physical, &mut features)
+    };
+    Ok(dot.shader_integer_dot_product == vk::TRUE)
 }
 
 /// What became of opening one physical device: not tried yet, its

@@ -28,6 +28,10 @@ pub struct DeviceLimits {
     /// lavapipe keeps them, and says false too); the op tests allow a
     /// flushed denormal where this is false.
     pub denorm_preserve_f32: bool,
+    /// Whether shaders may take packed 4 x 8-bit integer dot products
+    /// (`shaderIntegerDotProduct` of VK_KHR_shader_integer_dot_product,
+    /// enabled at device creation where the device has it).
+    pub integer_dot: bool,
 }
 
 impl DeviceLimits {
@@ -62,6 +66,7 @@ impl DeviceLimits {
             subgroup_shuffle: compute_has(vk::SubgroupFeatureFlags::SHUFFLE),
             subgroup_arithmetic: compute_has(vk::SubgroupFeatureFlags::ARITHMETIC),
             denorm_preserve_f32: float_controls.shader_denorm_preserve_float32 == vk::TRUE,
+            integer_dot: false,
         }
     }
 }

@@ -187,6 +187,9 @@ pub struct VulkanBackend {
     /// Whether the fused matvecs take RoPE and cache writes as epilogues
     /// (`op_matvec_rope.rs`; with `fuse_matvecs`).
     rope_epilogue: bool,
+    /// Whether the prefill products of 32-element block types take packed
+    /// integer dot products (`matmul_dot4_*`; where the device has them).
+    integer_dot: bool,
 }
 
 impl VulkanBackend {
@@ -218,6 +221,7 @@ impl VulkanBackend {
         };
         let budget = ctx.limits().device_local_bytes;
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
+        let integer_dot = ctx.limits().integer_dot;
         VulkanBackend {
             pending: None,
             replay: None,
@@ -239,6 +243,7 @@ impl VulkanBackend {
             norm_prologue: None,
             fuse_matvecs: true,
             rope_epilogue: true,
+            integer_dot,
         }
     }
 
@@ -272,6 +277,16 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_rope_epilogue(&mut self, on: bool) {
         self.rope_epilogue = on;
+    }
+
+    /// Turns the prefill products' packed integer dot products
+    /// (`shaders/matmul.comp` DOT4) on (the default where the device has
+    /// them) or off; the same bits (tests compare the two). Returns whether
+    /// they are on.
+    #[doc(hidden)]
+    pub fn set_integer_dot(&mut self, on: bool) -> bool {
+        self.integer_dot = on && self.ctx.limits().integer_dot;
+        self.integer_dot
     }
 
     /// The matrix kernels this backend dispatches.

@@ -73,6 +73,8 @@ unsafe impl PushConstants for WeightPush {}
 struct Kernels {
     matvec: &'static Shader,
     matmul: &'static Shader,
+    /// `matmul` with packed integer dot products (32-element block types).
+    matmul_dot4: Option<&'static Shader>,
     /// The [`KernelLayout::Cpu`] products.
     matvec_cpu: &'static Shader,
     matmul_cpu: &'static Shader,
@@ -88,6 +90,7 @@ fn kernels(ty: GgmlType) -> Option<Kernels> {
     Some(Kernels {
         matvec: by_type::MATVEC[t],
         matmul: by_type::MATMUL[t],
+        matmul_dot4: by_type::MATMUL_DOT4[t],
         matvec_cpu: by_type::MATVEC_CPU[t],
         matmul_cpu: by_type::MATMUL_CPU[t],
         get_rows: by_type::GET_ROWS[t],
@@ -288,7 +291,11 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
             let (tm, tn) = MATMUL_TILE;
             let gx = c.rows.div_ceil(tm);
             let gy = x.rows().div_ceil(tn);
-            dispatch_2d(b, k.matmul, &binds, &push, [gx, gy], &gw.name);
+            let shader = match k.matmul_dot4 {
+                Some(dot4) if b.integer_dot => dot4,
+                _ => k.matmul,
+            };
+            dispatch_2d(b, shader, &binds, &push, [gx, gy], &gw.name);
         }
     }
 }
