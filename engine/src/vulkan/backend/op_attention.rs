@@ -381,15 +381,23 @@ pub(super) fn attention(
     b.dispatch(shader, &binds, &push, groups);
 }
 
+/// The split-K partials buffer of one geometry: its slot, the bytes of
+/// its partials and counters, and the first counter word.
+struct Partials {
+    slot: u32,
+    bytes: u64,
+    cnt_at: usize,
+}
+
 /// The split-K partials and counters for `n_head` heads of `head_dim_v`:
 /// made (zeroed) on the first attention of the GPU layout, so that a
 /// prefill, not a decode step that is then replayed, carries the fill; the
 /// counters zeroed again where another geometry moves them (onto words an
 /// earlier dispatch's partials hold). Every dispatch leaves them at zero.
-fn partials(b: &mut VulkanBackend, nh: usize, dv: usize) -> Option<u32> {
+fn partials(b: &mut VulkanBackend, nh: usize, dv: usize) -> Option<Partials> {
     let bytes = attention_partial_bytes(nh, dv);
     let cnt_at = partial_words(nh, dv);
-    match b.attn_partials {
+    let slot = match b.attn_partials {
         Some((slot, have, at)) if have >= bytes => {
             if at != cnt_at {
                 b.cmds.push(Cmd::Fill {
@@ -400,20 +408,25 @@ fn partials(b: &mut VulkanBackend, nh: usize, dv: usize) -> Option<u32> {
                 });
                 b.attn_partials = Some((slot, have, cnt_at));
             }
-            Some(slot)
+            slot
         }
         _ => match b.new_buffer("attention partials", bytes, false, true) {
             Ok(slot) => {
                 b.attn_partials = Some((slot, bytes, cnt_at));
-                Some(slot)
+                slot
             }
             Err(e) => {
                 let e = b.vk_err("attention partials", bytes, e);
                 b.fail(e);
-                None
+                return None;
             }
         },
-    }
+    };
+    Some(Partials {
+        slot,
+        bytes,
+        cnt_at,
+    })
 }
 
 /// Decode attention in `n_split` runs of keys (`attention.comp` SPLIT, a
@@ -425,12 +438,9 @@ fn split_k(
     c: &GpuKv,
     (q, out): (Act, Act),
     push: &AttnPush,
-    part: u32,
+    part: Partials,
     n_split: usize,
 ) {
-    let (nh, dv) = (push.n_head as usize, push.head_dim_v as usize);
-    let bytes = attention_partial_bytes(nh, dv);
-    let cnt_at = partial_words(nh, dv);
     let shader = match c.ty {
         KvType::F32 => &shaders::ATTENTION_F32_SPLIT,
         KvType::F16 => &shaders::ATTENTION_F16_SPLIT,
@@ -443,8 +453,8 @@ fn split_k(
     };
     // The partials and the counters: the whole buffer.
     let part_bind = Bind {
-        buf: part,
-        bytes: 0..bytes,
+        buf: part.slot,
+        bytes: 0..part.bytes,
     };
     let [kb, vb] = cache_binds(c);
     let binds = [
@@ -457,7 +467,7 @@ fn split_k(
     ];
     let mut push_bytes = push.as_bytes().to_vec();
     push_bytes.extend_from_slice(&u32_of(n_split, "splits").to_le_bytes());
-    push_bytes.extend_from_slice(&u32_of(cnt_at, "counters").to_le_bytes());
+    push_bytes.extend_from_slice(&u32_of(part.cnt_at, "counters").to_le_bytes());
     b.dispatch_bytes(
         shader,
         &binds,

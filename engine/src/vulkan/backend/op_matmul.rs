@@ -53,12 +53,15 @@ pub struct WeightPush {
 
 const _: () = assert!(std::mem::size_of::<WeightPush>() == 36);
 const _: () = {
-    use shaders::by_type::{GET_ROWS, MATMUL, MATMUL_CPU, MATVEC, MATVEC_CPU};
+    use shaders::by_type::{GET_ROWS, MATMUL, MATMUL_CPU, MATMUL_DOT4, MATVEC, MATVEC_CPU};
     let mut t = 0;
     while t < MATVEC.len() {
         let size = std::mem::size_of::<WeightPush>();
         assert!(size == MATVEC[t].push_constant_size as usize);
         assert!(size == MATMUL[t].push_constant_size as usize);
+        if let Some(dot4) = MATMUL_DOT4[t] {
+            assert!(size == dot4.push_constant_size as usize);
+        }
         assert!(size == GET_ROWS[t].push_constant_size as usize);
         assert!(size == MATVEC_CPU[t].push_constant_size as usize);
         assert!(size == MATMUL_CPU[t].push_constant_size as usize);
