@@ -356,7 +356,8 @@ pub(super) fn attention(
     let kernel = kernel(b.kernel_layout, t, dk, dv, b.attention_rows);
     let first = p.window.map_or(0, |w| (pos0 + 1).saturating_sub(w));
     let n_split = (pos0 + 1 - first).div_ceil(SPLIT_KEYS).min(MAX_SPLITS);
-    if kernel == Kernel::Shared {
+    if matches!(kernel, Kernel::Shared | Kernel::SharedRows) {
+        // Made by the first (a prefill's, not a replayed step's).
         let Some(part) = partials(b, nh, dv) else {
             return;
         };
