@@ -1,12 +1,6 @@
 #version 450
 // Causal grouped-query attention of T query rows against the KV cache (which
-// already holds this batch's K and V rows), one workgroup per (head, row),
-// or per (head, RB consecutive rows) in the ROWS variants (RB defined): the
-// rows share each tile's staged keys and loaded values, and each row's
-// arithmetic is the one-row kernel's, tile by tile; tiles start at the
-// first row's first visible position, so with a sliding window that cuts
-// the later rows off further, their tiles are cut elsewhere (the same
-// softmax, other roundings).
+// already holds this batch's K and V rows), one workgroup per (head, row).
 //
 // The workgroup walks the visible positions first..pos in tiles of WG keys:
 // each invocation scores one key (q . k, scaled, soft-capped), the tile's max
@@ -46,14 +40,6 @@
 // Cache elements loaded at once before they are summed.
 #define LOADS 16u
 #define NEG_INF uintBitsToFloat(0xff800000u)
-// Query rows per workgroup (ROWS variants: RB rows share each tile's keys
-// and values; 1 otherwise).
-#ifndef RB
-#define RB 1
-#endif
-#if defined(SPLIT) && RB != 1
-#error "attention.comp: SPLIT takes one row per workgroup"
-#endif
 
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
@@ -84,13 +70,13 @@ shared bool last_run; // this workgroup counted last for its (row, head)
 layout(push_constant) uniform Push { AttnPush p; };
 #endif
 
-shared float sq[RB * MAX_DK]; // the rows' queries, row r at r * head_dim_k
+shared float sq[MAX_DK]; // this head's query row
 // A tile's keys, KC dimensions of each (a row of KC + 1: no two keys'
 // same dimension in one bank).
 #define KC 32u
 shared float sk[WG * (KC + 1u)];
-shared float sp[RB * WG];  // the tile's probabilities, row r at r * WG
-shared float red[RB * WG]; // reduction scratch, the same layout
+shared float sp[WG];     // the tile's probabilities
+shared float red[WG];    // reduction scratch
 
 #ifdef KV_F16
 float v_at(uint e) {
@@ -112,26 +98,19 @@ float k_at(uint e) {
 }
 #endif
 
-// The first position a query at `pos` sees.
-uint first_seen(uint pos) {
-    return (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
-}
-
 // The scores of a tile's keys j0 .. j0 + n: invocation tid < n gets
-// q_r . K[j0 + tid] in dots[r] for each row r, summed over the dimensions
-// in order as the CPU does.
+// q . K[j0 + tid], summed over the dimensions in order as the CPU does.
 // Many rows (prefill): the tile's keys are staged into shared memory KC
 // dimensions at a time, each load by consecutive invocations from one
 // key's consecutive elements (a key per invocation reads WG rows at once,
-// a few bytes of each: on the H200 half the prefill time at depth 2048),
-// and every staged element serves the RB rows.
-void tile_dots(uint j0, uint n, uint kbase, uint tid, out float dots[RB]) {
+// a few bytes of each: on the H200 half the prefill time at depth 2048).
+float tile_dots(uint j0, uint n, uint kbase, uint tid) {
+    precise float s = 0.0;
     uint dk = p.head_dim_k;
 #ifdef SPLIT
     // Decode: a run of a tile or two per workgroup, latency-bound: each
     // invocation reads its own key, LOADS elements in flight at once (the
     // same sum).
-    precise float s = 0.0;
     if (tid < n) {
         uint base = (j0 + tid) * p.k_width + kbase;
         uint i = 0u;
@@ -148,12 +127,8 @@ void tile_dots(uint j0, uint n, uint kbase, uint tid, out float dots[RB]) {
             s += sq[i] * k_at(base + i);
         }
     }
-    dots[0] = s;
+    return s;
 #else
-    precise float s[RB];
-    for (uint r = 0u; r < uint(RB); r++) {
-        s[r] = 0.0;
-    }
     for (uint c0 = 0u; c0 < dk; c0 += KC) {
         uint w = min(KC, dk - c0);
         for (uint i = tid; i < WG * KC; i += WG) {
@@ -166,177 +141,120 @@ void tile_dots(uint j0, uint n, uint kbase, uint tid, out float dots[RB]) {
         barrier();
         if (tid < n) {
             for (uint u = 0u; u < w; u++) {
-                float kv = sk[tid * (KC + 1u) + u];
-                for (uint r = 0u; r < uint(RB); r++) {
-                    s[r] += sq[r * dk + c0 + u] * kv;
-                }
+                s += sq[c0 + u] * sk[tid * (KC + 1u) + u];
             }
         }
         barrier();
     }
-    for (uint r = 0u; r < uint(RB); r++) {
-        dots[r] = s[r];
-    }
+    return s;
 #endif
 }
 
 void main() {
     uint h = gl_WorkGroupID.x;
-    // Rows t0 .. t0 + nr, row r at position pos0 + r.
-    uint t0 = gl_WorkGroupID.y * uint(RB);
-    uint nr = min(uint(RB), p.n_rows - t0);
+    uint t = gl_WorkGroupID.y;
     uint tid = gl_LocalInvocationID.x;
     uint g = h / p.group;
-    uint pos0 = step_words[p.pos_at] + t0;
+    uint pos = step_words[p.pos_at] + t;
+    uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;
 
-    for (uint r = 0u; r < nr; r++) {
-        uint qbase = p.q_offset + ((t0 + r) * p.n_head + h) * dk;
-        for (uint i = tid; i < dk; i += WG) {
-            sq[r * dk + i] = Q_IN(q[qbase + i]);
-        }
+    uint qbase = p.q_offset + (t * p.n_head + h) * dk;
+    for (uint i = tid; i < dk; i += WG) {
+        sq[i] = Q_IN(q[qbase + i]);
     }
     barrier();
 
-    float m[RB];         // running max
-    precise float l[RB]; // running sum of exp(s - m)
-    float acc[RB * ACC]; // row r's output dimension tid + a * WG at r * ACC + a
-    for (uint r = 0u; r < uint(RB); r++) {
-        m[r] = MAX_START;
-        l[r] = 0.0;
-        for (uint a = 0u; a < ACC; a++) {
-            acc[r * ACC + a] = 0.0;
-        }
+    float m = MAX_START; // running max
+    precise float l = 0.0; // running sum of exp(s - m)
+    float acc[ACC];
+    for (uint a = 0u; a < ACC; a++) {
+        acc[a] = 0.0;
     }
     uint kbase = g * dk;
     uint vbase = g * dv;
 
-    // Keys lo..hi: every one a row sees, or this workgroup's run of them.
-    // Each row weighs only its own (first_seen(pos)..pos); a tile with none
-    // of them leaves the row as it was.
-    uint lo = first_seen(pos0);
-    uint hi = pos0 + nr;
+    // Keys lo..hi: every visible one, or this workgroup's run of them.
+    uint lo = first;
+    uint hi = pos + 1u;
 #ifdef SPLIT
-    uint chunk = (hi - lo + n_split - 1u) / n_split;
-    lo = min(lo + gl_WorkGroupID.z * chunk, hi);
+    uint chunk = (hi - first + n_split - 1u) / n_split;
+    lo = min(first + gl_WorkGroupID.z * chunk, hi);
     hi = min(lo + chunk, hi);
 #endif
     for (uint j0 = lo; j0 < hi; j0 += WG) {
         uint n = min(uint(WG), hi - j0);
-        float dots[RB];
-        tile_dots(j0, n, kbase, tid, dots);
-        // Row r's keys of the tile: indices ka[r] .. kb[r].
-        uint ka[RB], kb[RB];
-        float s[RB];
-        for (uint r = 0u; r < uint(RB); r++) {
-            uint f = first_seen(pos0 + r);
-            ka[r] = f > j0 ? min(f - j0, n) : 0u;
-            kb[r] = r < nr && pos0 + r + 1u > j0 ? min(n, pos0 + r + 1u - j0) : 0u;
-            s[r] = NEG_INF;
-            if (tid >= ka[r] && tid < kb[r]) {
-                s[r] = p.scale * dots[r];
-                if (p.softcap > 0.0) {
-                    s[r] = p.softcap * tanh_accurate(s[r] / p.softcap);
-                }
+        float s = NEG_INF;
+        float dot = tile_dots(j0, n, kbase, tid);
+        if (tid < n) {
+            s = p.scale * dot;
+            if (p.softcap > 0.0) {
+                s = p.softcap * tanh_accurate(s / p.softcap);
             }
-            // Tile max.
-            red[r * WG + tid] = s[r];
         }
+        // Tile max.
+        red[tid] = s;
         barrier();
         for (uint w = WG / 2; w > 0u; w >>= 1) {
             if (tid < w) {
-                for (uint r = 0u; r < uint(RB); r++) {
-                    red[r * WG + tid] = max(red[r * WG + tid], red[r * WG + tid + w]);
-                }
+                red[tid] = max(red[tid], red[tid + w]);
             }
             barrier();
         }
-        float m_new[RB], alpha[RB], e[RB];
-        for (uint r = 0u; r < uint(RB); r++) {
-            m_new[r] = RUNNING_MAX(max(m[r], red[r * WG]));
-            alpha[r] = m[r] == NEG_INF ? 0.0 : exp(m[r] - m_new[r]);
-            // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
-            // every score so far is -inf).
-            e[r] = s[r] != NEG_INF ? exp(s[r] - m_new[r]) : 0.0;
-            sp[r * WG + tid] = e[r];
-        }
+        float m_new = RUNNING_MAX(max(m, red[0]));
+        float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
+        // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
+        // every score so far is -inf).
+        float e = tid < n && s != NEG_INF ? exp(s - m_new) : 0.0;
+        sp[tid] = e;
         barrier();
         // Tile sum.
-        for (uint r = 0u; r < uint(RB); r++) {
-            red[r * WG + tid] = e[r];
-        }
+        red[tid] = e;
         barrier();
         for (uint w = WG / 2; w > 0u; w >>= 1) {
             if (tid < w) {
-                for (uint r = 0u; r < uint(RB); r++) {
-                    red[r * WG + tid] += red[r * WG + tid + w];
-                }
+                red[tid] += red[tid + w];
             }
             barrier();
         }
-        // Whether tile key j is row r's.
-#define SEEN(r, j) ((j) - ka[r] < kb[r] - ka[r])
-        bool live[RB];
-        for (uint r = 0u; r < uint(RB); r++) {
-            live[r] = ka[r] < kb[r];
-            if (live[r]) {
-                l[r] = l[r] * alpha[r] + red[r * WG];
-                m[r] = m_new[r];
-            }
-        }
+        l = l * alpha + red[0];
+        m = m_new;
         for (uint a = 0u; a < ACC; a++) {
             uint d = tid + a * WG;
             if (d < dv) {
-                precise float x[RB];
-                for (uint r = 0u; r < uint(RB); r++) {
-                    x[r] = acc[r * ACC + a] * alpha[r];
-                }
+                precise float x = acc[a] * alpha;
                 uint row = j0 * p.v_width + vbase + d;
                 uint jj = 0u;
-                // LOADS keys' values in flight together, then summed in
-                // order; a row's keys outside ka..kb add +0 (x + 0 is x:
-                // x, a sum from +0, is never -0), not 0 * v (NaN for a
-                // masked v of inf or NaN).
+                // LOADS keys' values in flight together, then
+                // summed in order.
                 for (; jj + LOADS <= n; jj += LOADS) {
                     float vv[LOADS];
                     for (uint u = 0u; u < LOADS; u++) {
                         vv[u] = v_at(row + u * p.v_width);
                     }
                     for (uint u = 0u; u < LOADS; u++) {
-                        for (uint r = 0u; r < uint(RB); r++) {
-                            x[r] += SEEN(r, jj + u) ? sp[r * WG + jj + u] * vv[u] : 0.0;
-                        }
+                        x += sp[jj + u] * vv[u];
                     }
                     row += LOADS * p.v_width;
                 }
                 for (; jj < n; jj++) {
-                    float vv = v_at(row);
-                    for (uint r = 0u; r < uint(RB); r++) {
-                        x[r] += SEEN(r, jj) ? sp[r * WG + jj] * vv : 0.0;
-                    }
+                    x += sp[jj] * v_at(row);
                     row += p.v_width;
                 }
-                for (uint r = 0u; r < uint(RB); r++) {
-                    if (live[r]) {
-                        acc[r * ACC + a] = x[r];
-                    }
-                }
+                acc[a] = x;
             }
         }
         barrier(); // before the next tile overwrites sp and red
     }
 
 #ifdef SPLIT
-    uint t = t0;
-    float m0 = m[0];
-    float l0 = l[0];
     uint stride = dv + 2u;
     uint base = (t * p.n_head + h) * n_split * stride;
     uint pb = base + gl_WorkGroupID.z * stride;
     if (tid == 0u) {
-        part[pb] = floatBitsToUint(m0);
-        part[pb + 1u] = floatBitsToUint(l0);
+        part[pb] = floatBitsToUint(m);
+        part[pb + 1u] = floatBitsToUint(l);
     }
     for (uint a = 0u; a < ACC; a++) {
         uint d = tid + a * WG;
@@ -381,14 +299,12 @@ void main() {
         part[cnt] = 0u; // for the next dispatch
     }
 #else
-    for (uint r = 0u; r < nr; r++) {
-        float inv = 1.0 / l[r];
-        uint obase = p.out_offset + ((t0 + r) * p.n_head + h) * dv;
-        for (uint a = 0u; a < ACC; a++) {
-            uint d = tid + a * WG;
-            if (d < dv) {
-                o[obase + d] = acc[r * ACC + a] * inv;
-            }
+    float inv = 1.0 / l;
+    uint obase = p.out_offset + (t * p.n_head + h) * dv;
+    for (uint a = 0u; a < ACC; a++) {
+        uint d = tid + a * WG;
+        if (d < dv) {
+            o[obase + d] = acc[a] * inv;
         }
     }
 #endif

@@ -66,13 +66,6 @@ pub const ONCE: &[Once] = &[
     ),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
-    // Prefill: eight query rows per workgroup (op_attention.rs ROWS).
-    ("attention_f32_rows", "attention.comp", &[("RB", "8")]),
-    (
-        "attention_f16_rows",
-        "attention.comp",
-        &[("KV_F16", "1"), ("RB", "8")],
-    ),
     ("attention_f32_split", "attention.comp", &[("SPLIT", "1")]),
     (
         "attention_f16_split",
@@ -188,20 +181,6 @@ pub const FAULT: &[Once] = &[
         "attention_f16_unshifted",
         "attention.comp",
         &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
-    ),
-    (
-        "attention_f32_rows_unshifted",
-        "attention.comp",
-        &[("RB", "8"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
-    ),
-    (
-        "attention_f16_rows_unshifted",
-        "attention.comp",
-        &[
-            ("KV_F16", "1"),
-            ("RB", "8"),
-            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
-        ],
     ),
     (
         "attention_f32_split_unshifted",
