@@ -1,7 +1,4 @@
 #version 450
-#ifdef DOT4
-#extension GL_EXT_spirv_intrinsics : require
-#endif
 // Prefill matmul: out[t, col0 + r] = sum_c W[r, c] * x[t, c] for a chunk of
 // weight rows and n_tok activation rows. Workgroup (x, y) computes a tile of
 // TM weight rows by TN tokens: per step it dequantizes TM rows of one window
@@ -13,8 +10,8 @@
 // words), and each invocation dots its 2 rows x 4 tokens block by block in
 // integers (common/qdot.glsl, the CPU's products bit for bit), reading the
 // blocks from memory (the workgroup's invocations share them in cache).
-// DOT4 (32-element block types, devices with VK_KHR_shader_integer_dot_product):
-// the block sums from packed 4 x 8-bit dot products (the same integers).
+// (Devices with VK_KHR_shader_integer_dot_product take matmul_tiled.comp
+// for the 32-element block types: the same bits.)
 // MATMUL_ID (ggml mul_mat_id, prefill), grouped by expert: workgroup z is an
 // expert of the chunk and y a window of TN of the (token, slot) pairs routed
 // to it (in pair order: the invocations scan the ids, binding 3, together),

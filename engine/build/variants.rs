@@ -348,10 +348,20 @@ pub const PER_TYPE: &[PerType] = &[
         extra: |_| Vec::new(),
         only: None,
     },
+    // Prefill of the 32-element block types with packed integer dot
+    // products (devices with them), tiled through shared memory.
     PerType {
-        name: "matmul_dot4",
-        source: "matmul.comp",
-        extra: |_| vec![("DOT4", "1")],
+        name: "matmul_tiled",
+        source: "matmul_tiled.comp",
+        extra: |_| {
+            vec![
+                ("TM", "64"),
+                ("TN", "64"),
+                ("RM", "4"),
+                ("RT", "8"),
+                ("KB", "4"),
+            ]
+        },
         only: Some(q8_legacy),
     },
     PerType {

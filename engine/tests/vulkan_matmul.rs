@@ -319,10 +319,14 @@ fn matvec_spills_workgroups_into_y() {
 }
 
 /// The prefill products of the 32-element block types with packed integer
-/// dot products (`shaders/matmul.comp` DOT4, the default where the device
-/// has VK_KHR_shader_integer_dot_product) write the bits of the products
-/// without them, on the GPU kernel layout: the block sums are the same
-/// integers. Skipped (with a note) on a device without the extension.
+/// dot products, tiled through shared memory (`shaders/matmul_tiled.comp`,
+/// the default where the device has VK_KHR_shader_integer_dot_product),
+/// write the bits of `matmul.comp` without them, on the GPU kernel layout:
+/// the block sums are the same integers, the block terms and their order
+/// the same. Shapes with partial tiles of rows and tokens, a block count
+/// that is not a whole number of stages (576 inputs: 18 blocks), fewer
+/// blocks than a stage, one row. Skipped (with a note) on a device without
+/// the extension.
 #[test]
 fn packed_integer_dot_products_write_the_same_bits() {
     let mut p = Pair::new();
@@ -340,7 +344,13 @@ fn packed_integer_dot_products_write_the_same_bits() {
         GgmlType::Q8_0,
     ];
     for ty in legacy {
-        for (n_in, n_out, rows, seed) in [(64, 40, 5, 1u64), (256, 33, 37, 2)] {
+        for (n_in, n_out, rows, seed) in [
+            (64, 40, 5, 1u64),
+            (256, 33, 37, 2),
+            (576, 130, 70, 3),
+            (96, 64, 64, 4),
+            (32, 3, 1, 5),
+        ] {
             let (src, _) = weight(ty, n_in, n_out, seed);
             let (_, wg) = p.weight(&src);
             let xv = values(seed ^ 0xd07, rows * n_in);

@@ -84,6 +84,8 @@ void wq_pair(uint bb, uint j, out ivec4 lo, out ivec4 hi) {
 }
 
 #ifdef DOT4
+// Packed integer dot products (matmul_tiled.comp, which enables
+// GL_EXT_spirv_intrinsics).
 // OpSDot of SPV_KHR_integer_dot_product on two words of four signed bytes
 // (PackedVectorFormat4x8Bit: fmt 0): the exact sum of the four products.
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -129,51 +131,51 @@ void wq_packed(uint bb, uint j, out uint lo, out uint hi, out int off) {
 }
 #endif
 
+// The block's f16 scale (and min, Q4_1 / Q5_1; else 0) as f32 bits.
+uvec2 block_scales(uint bb) {
+    uint dx = floatBitsToUint(rd_f16(bb));
+#if defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
+    return uvec2(dx, floatBitsToUint(rd_f16(bb + 2u)));
+#else
+    return uvec2(dx, 0u);
+#endif
+}
+
+// A block's term: its integer sum `sumi` with the weight block's scales
+// (block_scales) and the activation block's head word (d, and s for Q8_1,
+// as f16 halves), in the CPU's operand order.
+float legacy_value(int sumi, uvec2 sc, uint head) {
+    float dx = uintBitsToFloat(sc.x);
+    float dy = half_bits(head & 0xffffu);
+#if defined(WEIGHT_Q4_0)
+    precise float v = float(sumi) * dx * dy;
+#elif defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
+    float mx = uintBitsToFloat(sc.y);
+    float sy = half_bits(head >> 16);
+    precise float v = (dx * dy) * float(sumi) + mx * sy;
+#elif defined(WEIGHT_Q5_0)
+    precise float v = (dx * dy) * float(sumi);
+#else // Q8_0
+    precise float v = float(sumi) * (dx * dy);
+#endif
+    return v;
+}
+
 void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
     int sumi[QT];
     for (uint t = 0u; t < QT; t++) {
         sumi[t] = 0;
     }
     for (uint j = 0u; j < 4u; j++) {
-#ifdef DOT4
-        uint lo, hi;
-        int off;
-        wq_packed(bb, j, lo, hi, off);
-        for (uint t = 0u; t < QT; t++) {
-            uint alo = ACT(ab[t], t, 1u + j);
-            uint ahi = ACT(ab[t], t, 5u + j);
-            int s = sdot4(lo, alo, 0) + sdot4(hi, ahi, 0);
-            if (off != 0) {
-                s -= off * (sdot4(0x01010101u, alo, 0) + sdot4(0x01010101u, ahi, 0));
-            }
-            sumi[t] += s;
-        }
-#else
         ivec4 lo, hi;
         wq_pair(bb, j, lo, hi);
         for (uint t = 0u; t < QT; t++) {
             sumi[t] += hsum(lo * i8x4i(ACT(ab[t], t, 1u + j)) + hi * i8x4i(ACT(ab[t], t, 5u + j)));
         }
-#endif
     }
-    float dx = rd_f16(bb);
-#if defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
-    float mx = rd_f16(bb + 2u);
-#endif
+    uvec2 sc = block_scales(bb);
     for (uint t = 0u; t < QT; t++) {
-        uint head = ACT(ab[t], t, 0u);
-        float dy = half_bits(head & 0xffffu);
-#if defined(WEIGHT_Q4_0)
-        precise float v = float(sumi[t]) * dx * dy;
-#elif defined(WEIGHT_Q4_1) || defined(WEIGHT_Q5_1)
-        float sy = half_bits(head >> 16);
-        precise float v = (dx * dy) * float(sumi[t]) + mx * sy;
-#elif defined(WEIGHT_Q5_0)
-        precise float v = (dx * dy) * float(sumi[t]);
-#else // Q8_0
-        precise float v = float(sumi[t]) * (dx * dy);
-#endif
-        acc[t] += v;
+        acc[t] += legacy_value(sumi[t], sc, ACT(ab[t], t, 0u));
     }
 }
 

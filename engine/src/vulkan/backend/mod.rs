@@ -188,7 +188,7 @@ pub struct VulkanBackend {
     /// (`op_matvec_rope.rs`; with `fuse_matvecs`).
     rope_epilogue: bool,
     /// Whether the prefill products of 32-element block types take packed
-    /// integer dot products (`matmul_dot4_*`; where the device has them).
+    /// integer dot products (`matmul_tiled_*`; where the device has them).
     integer_dot: bool,
 }
 
@@ -280,7 +280,7 @@ impl VulkanBackend {
     }
 
     /// Turns the prefill products' packed integer dot products
-    /// (`shaders/matmul.comp` DOT4) on (the default where the device has
+    /// (`shaders/matmul_tiled.comp`) on (the default where the device has
     /// them) or off; the same bits (tests compare the two). Returns whether
     /// they are on.
     #[doc(hidden)]

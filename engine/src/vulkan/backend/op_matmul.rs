@@ -53,14 +53,14 @@ pub struct WeightPush {
 
 const _: () = assert!(std::mem::size_of::<WeightPush>() == 36);
 const _: () = {
-    use shaders::by_type::{GET_ROWS, MATMUL, MATMUL_CPU, MATMUL_DOT4, MATVEC, MATVEC_CPU};
+    use shaders::by_type::{GET_ROWS, MATMUL, MATMUL_CPU, MATMUL_TILED, MATVEC, MATVEC_CPU};
     let mut t = 0;
     while t < MATVEC.len() {
         let size = std::mem::size_of::<WeightPush>();
         assert!(size == MATVEC[t].push_constant_size as usize);
         assert!(size == MATMUL[t].push_constant_size as usize);
-        if let Some(dot4) = MATMUL_DOT4[t] {
-            assert!(size == dot4.push_constant_size as usize);
+        if let Some(tiled) = MATMUL_TILED[t] {
+            assert!(size == tiled.push_constant_size as usize);
         }
         assert!(size == GET_ROWS[t].push_constant_size as usize);
         assert!(size == MATVEC_CPU[t].push_constant_size as usize);
@@ -76,8 +76,9 @@ unsafe impl PushConstants for WeightPush {}
 struct Kernels {
     matvec: &'static Shader,
     matmul: &'static Shader,
-    /// `matmul` with packed integer dot products (32-element block types).
-    matmul_dot4: Option<&'static Shader>,
+    /// The prefill product with packed integer dot products, tiled through
+    /// shared memory (32-element block types; `matmul`'s bits).
+    matmul_tiled: Option<&'static Shader>,
     /// The [`KernelLayout::Cpu`] products.
     matvec_cpu: &'static Shader,
     matmul_cpu: &'static Shader,
@@ -93,7 +94,7 @@ fn kernels(ty: GgmlType) -> Option<Kernels> {
     Some(Kernels {
         matvec: by_type::MATVEC[t],
         matmul: by_type::MATMUL[t],
-        matmul_dot4: by_type::MATMUL_DOT4[t],
+        matmul_tiled: by_type::MATMUL_TILED[t],
         matvec_cpu: by_type::MATVEC_CPU[t],
         matmul_cpu: by_type::MATMUL_CPU[t],
         get_rows: by_type::GET_ROWS[t],
@@ -291,13 +292,12 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
             let groups = b.groups_1d(k.matvec, wgs * u64::from(k.matvec.local_size[0]));
             b.dispatch(k.matvec, &binds, &push, groups);
         } else {
-            let (tm, tn) = MATMUL_TILE;
+            let (shader, (tm, tn)) = match k.matmul_tiled {
+                Some(tiled) if b.integer_dot => (tiled, (define(tiled, "TM"), define(tiled, "TN"))),
+                _ => (k.matmul, MATMUL_TILE),
+            };
             let gx = c.rows.div_ceil(tm);
             let gy = x.rows().div_ceil(tn);
-            let shader = match k.matmul_dot4 {
-                Some(dot4) if b.integer_dot => dot4,
-                _ => k.matmul,
-            };
             dispatch_2d(b, shader, &binds, &push, [gx, gy], &gw.name);
         }
     }
