@@ -418,9 +418,16 @@ fn bench_prints_llama_bench_tables() {
         );
     }
     assert!(lines[7].contains("llama (30 layers)"), "{md}");
+    // llama-bench's default cache type, and the flag that changes it.
+    assert!(lines[7].ends_with("f16 KV cache"), "{md}");
     let json: serde_json::Value = serde_json::from_str(&run(&["-o", "json"])).unwrap();
     let rows = json.as_array().unwrap();
     assert_eq!(rows.len(), 4);
+    assert_eq!(rows[0]["type_k"], "f16");
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["-o", "json", "--kv-type", "f32"])).unwrap();
+    assert_eq!(json[0]["type_k"], "f32");
+    assert_eq!(json[0]["type_v"], "f32");
     assert_eq!(rows[3]["n_gen"], 4);
     assert_eq!(rows[3]["n_depth"], 8);
     assert_eq!(rows[3]["samples_ts"].as_array().unwrap().len(), 2);

@@ -9,8 +9,10 @@
 //! - One warm-up run, then `-r` repetitions; tokens per second of each,
 //!   reported as the mean and the sample standard deviation (llama-bench's
 //!   `avg_ts` and `stddev_ts`).
+//! - The KV cache in f16 unless `--kv-type f32` (llama-bench's default,
+//!   its `-ctk`/`-ctv`).
 //! - `-o md` (llama-bench's table), `json` (an array of llama-bench's
-//!   fields: `n_prompt`, `n_gen`, `n_depth`, `n_threads`, `avg_ts`,
+//!   fields: `n_prompt`, `n_gen`, `n_depth`, `n_threads`, `type_k`, `avg_ts`,
 //!   `stddev_ts`, `samples_ts`, ...), `csv` (the same fields but the
 //!   samples).
 //!
@@ -25,7 +27,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 
 use super::device::DeviceArgs;
-use super::generate::{positive, threads};
+use super::generate::{positive, threads, KvTypeArg};
 use super::CliError;
 use crate::model::Model;
 use crate::session::{Session, SessionConfig};
@@ -59,6 +61,9 @@ pub struct BenchArgs {
         default_value = "md"
     )]
     pub output: Format,
+    /// KV cache element type (llama-bench's default, -ctk/-ctv, is f16).
+    #[arg(long, value_enum, default_value = "f16")]
+    pub kv_type: KvTypeArg,
     #[command(flatten)]
     pub devices: DeviceArgs,
 }
@@ -225,6 +230,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
         let cfg = SessionConfig {
             n_ctx,
             threads,
+            kv_type: args.kv_type.kv_type(),
             ..SessionConfig::default()
         };
         let mut session = args.devices.session(Arc::clone(&model), &cfg)?;
@@ -250,14 +256,15 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
         Format::Md => {
             writeln!(
                 out,
-                "\nsharpi {}: {} ({} layers), {:?} kernels",
+                "\nsharpi {}: {} ({} layers), {:?} kernels, {} KV cache",
                 env!("CARGO_PKG_VERSION"),
                 model.spec().name,
                 model.hparams().n_layer,
-                crate::cpu::SimdLevel::detected()
+                crate::cpu::SimdLevel::detected(),
+                args.kv_type.name()
             )?;
         }
-        Format::Json => json(out, &name, &backend, &model, &rows)?,
+        Format::Json => json(out, &name, &backend, &model, args.kv_type, &rows)?,
         Format::Csv => csv(out, &name, &backend, &rows)?,
     }
     out.flush()?;
@@ -326,6 +333,7 @@ fn json(
     name: &str,
     backend: &str,
     model: &Model,
+    kv: KvTypeArg,
     rows: &[Row],
 ) -> std::io::Result<()> {
     let v: Vec<serde_json::Value> = rows
@@ -336,6 +344,8 @@ fn json(
                 "model_type": model.spec().name,
                 "backends": backend,
                 "n_threads": r.threads,
+                "type_k": kv.name(),
+                "type_v": kv.name(),
                 "n_prompt": r.test.n_prompt,
                 "n_gen": r.test.n_gen,
                 "n_depth": r.test.n_depth,

@@ -43,6 +43,14 @@ impl KvTypeArg {
             KvTypeArg::F16 => KvType::F16,
         }
     }
+
+    /// The flag value, as llama.cpp's tools print a cache type.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvTypeArg::F32 => "f32",
+            KvTypeArg::F16 => "f16",
+        }
+    }
 }
 
 /// The options of a generation run (flag names as llama.cpp's llama-cli).
