@@ -229,6 +229,15 @@ pub struct PerType {
     pub only: Option<fn(GgmlType) -> bool>,
 }
 
+/// The super-block types whose products sum in eight lanes (Q3_K..Q6_K:
+/// `shaders/common/qdot.glsl`).
+pub fn k_lanes(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+    )
+}
+
 /// The block types whose activations are Q8_0 or Q8_1 (32-element blocks,
 /// the legacy dot products of `shaders/common/qdot.glsl`).
 pub fn q8_legacy(ty: GgmlType) -> bool {
@@ -367,6 +376,13 @@ pub const PER_TYPE: &[PerType] = &[
             ]
         },
         only: Some(q8_legacy),
+    },
+    // The same for the super-block types summed in eight lanes.
+    PerType {
+        name: "matmul_tiled_k",
+        source: "matmul_tiled_k.comp",
+        extra: |_| vec![("TM", "32"), ("TN", "32"), ("RM", "2"), ("RT", "4")],
+        only: Some(k_lanes),
     },
     PerType {
         name: "matvec_cpu",

@@ -325,8 +325,9 @@ fn matvec_spills_workgroups_into_y() {
 /// the block sums are the same integers, the block terms and their order
 /// the same. Shapes with partial tiles of rows and tokens, a block count
 /// that is not a whole number of stages (576 inputs: 18 blocks), fewer
-/// blocks than a stage, one row. Skipped (with a note) on a device without
-/// the extension.
+/// blocks than a stage, one row; for Q3_K..Q6_K (`matmul_tiled_k.comp`,
+/// lane sums from transposed chunks) one to three super-blocks. Skipped
+/// (with a note) on a device without the extension.
 #[test]
 fn packed_integer_dot_products_write_the_same_bits() {
     let mut p = Pair::new();
@@ -343,14 +344,30 @@ fn packed_integer_dot_products_write_the_same_bits() {
         GgmlType::Q5_1,
         GgmlType::Q8_0,
     ];
-    for ty in legacy {
-        for (n_in, n_out, rows, seed) in [
-            (64, 40, 5, 1u64),
-            (256, 33, 37, 2),
-            (576, 130, 70, 3),
-            (96, 64, 64, 4),
-            (32, 3, 1, 5),
-        ] {
+    let lanes = [
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+    let legacy_shapes = [
+        (64, 40, 5, 1u64),
+        (256, 33, 37, 2),
+        (576, 130, 70, 3),
+        (96, 64, 64, 4),
+        (32, 3, 1, 5),
+    ];
+    let k_shapes = [(256, 40, 5, 6u64), (768, 70, 37, 7), (512, 3, 1, 8)];
+    let cases = legacy
+        .iter()
+        .flat_map(|&ty| legacy_shapes.iter().map(move |&s| (ty, s)))
+        .chain(
+            lanes
+                .iter()
+                .flat_map(|&ty| k_shapes.iter().map(move |&s| (ty, s))),
+        );
+    for (ty, (n_in, n_out, rows, seed)) in cases {
+        {
             let (src, _) = weight(ty, n_in, n_out, seed);
             let (_, wg) = p.weight(&src);
             let xv = values(seed ^ 0xd07, rows * n_in);

@@ -27,6 +27,15 @@
 #define ACT(ab, t, k) A[(ab) + (k)]
 #endif
 
+#ifdef DOT4
+// Packed integer dot products (matmul_tiled.comp, matmul_tiled_k.comp,
+// which enable GL_EXT_spirv_intrinsics).
+// OpSDot of SPV_KHR_integer_dot_product on two words of four signed bytes
+// (PackedVectorFormat4x8Bit: fmt 0): the exact sum of the four products.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(uint a, uint b, spirv_literal int fmt);
+#endif
+
 // The four signed bytes of a word, low byte first.
 ivec4 i8x4i(uint q) {
     return ivec4(uvec4(q) << uvec4(24u, 16u, 8u, 0u)) >> 24;
@@ -84,12 +93,6 @@ void wq_pair(uint bb, uint j, out ivec4 lo, out ivec4 hi) {
 }
 
 #ifdef DOT4
-// Packed integer dot products (matmul_tiled.comp, which enables
-// GL_EXT_spirv_intrinsics).
-// OpSDot of SPV_KHR_integer_dot_product on two words of four signed bytes
-// (PackedVectorFormat4x8Bit: fmt 0): the exact sum of the four products.
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4(uint a, uint b, spirv_literal int fmt);
 
 // Bits 0..3 of x moved to bits 0, 8, 16, 24 (no carries: the four shifted
 // copies never meet).
@@ -240,6 +243,42 @@ int kscale(uint bb, uint g) {
 }
 #endif
 
+#if !defined(WEIGHT_Q2_K)
+// The super-block's scale d (and, Q4_K / Q5_K, dmin), f16 to f32.
+float k_scale(uint bb) {
+#if defined(WEIGHT_Q3_K)
+    return rd_f16(bb + 108u);
+#elif defined(WEIGHT_Q6_K)
+    return rd_f16(bb + 208u);
+#else
+    return half_bits(WORD(bb >> 2) & 0xffffu);
+#endif
+}
+#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
+float k_min_scale(uint bb) {
+    return half_bits(WORD(bb >> 2) >> 16);
+}
+// The super-block's term less its mins' (sumi: the activation's bsums
+// times the group mins).
+float k_min_value(float v, float xdmin, float yd, int sumi) {
+    precise float dmin = xdmin * yd;
+    precise float vm = v - dmin * float(sumi);
+    return vm;
+}
+#endif
+
+// The super-block's term from its eight lane sums (aux0: lanes 0..3, aux1:
+// lanes 4..7), in the CPU's operand order.
+float k_lanes_value(ivec4 aux0, ivec4 aux1, float xd, float yd) {
+    precise float d = xd * yd;
+    vec4 f0 = vec4(aux0);
+    vec4 f1 = vec4(aux1);
+    precise float v = ((d * f0.x + d * f0.y) + (d * f0.z + d * f0.w))
+                    + ((d * f1.x + d * f1.y) + (d * f1.z + d * f1.w));
+    return v;
+}
+#endif
+
 void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
 #if defined(WEIGHT_Q2_K)
     // One integer sum over the block, the mins through bsums.
@@ -293,23 +332,14 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
             }
         }
     }
-#if defined(WEIGHT_Q3_K)
-    float xd = rd_f16(bb + 108u);
-#elif defined(WEIGHT_Q6_K)
-    float xd = rd_f16(bb + 208u);
-#else
-    uint dd = WORD(bb >> 2);
-    float xd = half_bits(dd & 0xffffu);
-    float xdmin = half_bits(dd >> 16);
+    float xd = k_scale(bb);
+#if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
+    float xdmin = k_min_scale(bb);
     uvec3 s = kscales(bb);
 #endif
     for (uint t = 0u; t < QT; t++) {
         float yd = uintBitsToFloat(ACT(ab[t], t, 0u));
-        precise float d = xd * yd;
-        vec4 f0 = vec4(aux0[t]);
-        vec4 f1 = vec4(aux1[t]);
-        precise float v = ((d * f0.x + d * f0.y) + (d * f0.z + d * f0.w))
-                        + ((d * f1.x + d * f1.y) + (d * f1.z + d * f1.w));
+        float v = k_lanes_value(aux0[t], aux1[t], xd, yd);
 #if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
         int sumi = 0;
         for (uint j = 0u; j < 8u; j++) {
@@ -318,12 +348,9 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
             int m = int(scale_min_k4(s, j).y);
             sumi += (bitfieldExtract(int(bs), 0, 16) + bitfieldExtract(int(bs), 16, 16)) * m;
         }
-        precise float dmin = xdmin * yd;
-        precise float vm = v - dmin * float(sumi);
-        acc[t] += vm;
-#else
-        acc[t] += v;
+        v = k_min_value(v, xdmin, yd, sumi);
 #endif
+        acc[t] += v;
     }
 #endif
 }

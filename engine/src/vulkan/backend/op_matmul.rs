@@ -53,13 +53,18 @@ pub struct WeightPush {
 
 const _: () = assert!(std::mem::size_of::<WeightPush>() == 36);
 const _: () = {
-    use shaders::by_type::{GET_ROWS, MATMUL, MATMUL_CPU, MATMUL_TILED, MATVEC, MATVEC_CPU};
+    use shaders::by_type::{
+        GET_ROWS, MATMUL, MATMUL_CPU, MATMUL_TILED, MATMUL_TILED_K, MATVEC, MATVEC_CPU,
+    };
     let mut t = 0;
     while t < MATVEC.len() {
         let size = std::mem::size_of::<WeightPush>();
         assert!(size == MATVEC[t].push_constant_size as usize);
         assert!(size == MATMUL[t].push_constant_size as usize);
         if let Some(tiled) = MATMUL_TILED[t] {
+            assert!(size == tiled.push_constant_size as usize);
+        }
+        if let Some(tiled) = MATMUL_TILED_K[t] {
             assert!(size == tiled.push_constant_size as usize);
         }
         assert!(size == GET_ROWS[t].push_constant_size as usize);
@@ -77,7 +82,8 @@ struct Kernels {
     matvec: &'static Shader,
     matmul: &'static Shader,
     /// The prefill product with packed integer dot products, tiled through
-    /// shared memory (32-element block types; `matmul`'s bits).
+    /// shared memory (32-element block types and Q3_K..Q6_K; `matmul`'s
+    /// bits).
     matmul_tiled: Option<&'static Shader>,
     /// The [`KernelLayout::Cpu`] products.
     matvec_cpu: &'static Shader,
@@ -94,7 +100,7 @@ fn kernels(ty: GgmlType) -> Option<Kernels> {
     Some(Kernels {
         matvec: by_type::MATVEC[t],
         matmul: by_type::MATMUL[t],
-        matmul_tiled: by_type::MATMUL_TILED[t],
+        matmul_tiled: by_type::MATMUL_TILED[t].or(by_type::MATMUL_TILED_K[t]),
         matvec_cpu: by_type::MATVEC_CPU[t],
         matmul_cpu: by_type::MATMUL_CPU[t],
         get_rows: by_type::GET_ROWS[t],
