@@ -1,6 +1,10 @@
 #version 450
 // Causal grouped-query attention of T query rows against the KV cache (which
-// already holds this batch's K and V rows), one workgroup per (head, row).
+// already holds this batch's K and V rows), one workgroup per (head, row);
+// in the ROWS variants one per (head, RB consecutive rows), a group of WG
+// invocations per row doing the one-row kernel's arithmetic, the groups
+// staging each tile's keys together (and reading the same values, from
+// the cache's nearest level).
 //
 // The workgroup walks the visible positions first..pos in tiles of WG keys:
 // each invocation scores one key (q . k, scaled, soft-capped), the tile's max
@@ -40,8 +44,17 @@
 // Cache elements loaded at once before they are summed.
 #define LOADS 16u
 #define NEG_INF uintBitsToFloat(0xff800000u)
+// Query rows per workgroup (ROWS variants: RB groups of WG invocations,
+// group r the one-row kernel of row r, sharing the staged keys; 1
+// otherwise).
+#ifndef RB
+#define RB 1
+#endif
+#if defined(SPLIT) && RB != 1
+#error "attention.comp: SPLIT takes one row per workgroup"
+#endif
 
-layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x = WG * RB, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
 #ifdef KV_F16
@@ -70,13 +83,13 @@ shared bool last_run; // this workgroup counted last for its (row, head)
 layout(push_constant) uniform Push { AttnPush p; };
 #endif
 
-shared float sq[MAX_DK]; // this head's query row
+shared float sq[RB * MAX_DK]; // the rows' queries (row group r at r * head_dim_k)
 // A tile's keys, KC dimensions of each (a row of KC + 1: no two keys'
 // same dimension in one bank).
 #define KC 32u
 shared float sk[WG * (KC + 1u)];
-shared float sp[WG];     // the tile's probabilities
-shared float red[WG];    // reduction scratch
+shared float sp[RB * WG];  // the tile's probabilities (row group r at r * WG)
+shared float red[RB * WG]; // reduction scratch (the same)
 
 #ifdef KV_F16
 float v_at(uint e) {
@@ -103,8 +116,9 @@ float k_at(uint e) {
 // Many rows (prefill): the tile's keys are staged into shared memory KC
 // dimensions at a time, each load by consecutive invocations from one
 // key's consecutive elements (a key per invocation reads WG rows at once,
-// a few bytes of each: on the H200 half the prefill time at depth 2048).
-float tile_dots(uint j0, uint n, uint kbase, uint tid) {
+// a few bytes of each: on the H200 half the prefill time at depth 2048),
+// by all the row groups together. `rq`: the row's query in sq.
+float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
     precise float s = 0.0;
     uint dk = p.head_dim_k;
 #ifdef SPLIT
@@ -131,7 +145,7 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid) {
 #else
     for (uint c0 = 0u; c0 < dk; c0 += KC) {
         uint w = min(KC, dk - c0);
-        for (uint i = tid; i < WG * KC; i += WG) {
+        for (uint i = gl_LocalInvocationID.x; i < WG * KC; i += WG * RB) {
             uint key = i / KC;
             uint e = i % KC;
             if (key < n && e < w) {
@@ -141,7 +155,7 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid) {
         barrier();
         if (tid < n) {
             for (uint u = 0u; u < w; u++) {
-                s += sq[c0 + u] * sk[tid * (KC + 1u) + u];
+                s += sq[rq + c0 + u] * sk[tid * (KC + 1u) + u];
             }
         }
         barrier();
@@ -152,17 +166,28 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid) {
 
 void main() {
     uint h = gl_WorkGroupID.x;
-    uint t = gl_WorkGroupID.y;
-    uint tid = gl_LocalInvocationID.x;
+    // Row group rg: row t = t0 + rg (of nr in the workgroup), at position
+    // pos; invocation tid of the group.
+    uint rg = gl_LocalInvocationID.x / WG;
+    uint tid = gl_LocalInvocationID.x % WG;
+    uint t0 = gl_WorkGroupID.y * RB;
+    uint nr = min(uint(RB), p.n_rows - t0);
+    uint t = t0 + rg;
+    bool row = rg < nr;
     uint g = h / p.group;
-    uint pos = step_words[p.pos_at] + t;
+    uint pos0 = step_words[p.pos_at] + t0;
+    uint pos = pos0 + rg;
     uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;
+    uint rq = rg * dk;
+    uint rs = rg * WG; // the group's sp and red
 
-    uint qbase = p.q_offset + (t * p.n_head + h) * dk;
-    for (uint i = tid; i < dk; i += WG) {
-        sq[i] = Q_IN(q[qbase + i]);
+    if (row) {
+        uint qbase = p.q_offset + (t * p.n_head + h) * dk;
+        for (uint i = tid; i < dk; i += WG) {
+            sq[rq + i] = Q_IN(q[qbase + i]);
+        }
     }
     barrier();
 
@@ -175,74 +200,82 @@ void main() {
     uint kbase = g * dk;
     uint vbase = g * dv;
 
-    // Keys lo..hi: every visible one, or this workgroup's run of them.
-    uint lo = first;
-    uint hi = pos + 1u;
+    // Keys lo..hi: every one the rows see (from the first row's first), or
+    // this workgroup's run of them. A row weighs its own, first..pos: the
+    // tile's ka..kb; a tile with none of them leaves it as it was. (Each
+    // row's tiles are the one-row kernel's unless a sliding window cuts it
+    // off further than the first row.)
+    uint lo = (p.window == 0u || pos0 + 1u <= p.window) ? 0u : pos0 + 1u - p.window;
+    uint hi = pos0 + nr;
 #ifdef SPLIT
-    uint chunk = (hi - first + n_split - 1u) / n_split;
-    lo = min(first + gl_WorkGroupID.z * chunk, hi);
+    uint chunk = (hi - lo + n_split - 1u) / n_split;
+    lo = min(lo + gl_WorkGroupID.z * chunk, hi);
     hi = min(lo + chunk, hi);
 #endif
     for (uint j0 = lo; j0 < hi; j0 += WG) {
         uint n = min(uint(WG), hi - j0);
+        uint ka = first > j0 ? min(first - j0, n) : 0u;
+        uint kb = row && pos + 1u > j0 ? min(n, pos + 1u - j0) : 0u;
         float s = NEG_INF;
-        float dot = tile_dots(j0, n, kbase, tid);
-        if (tid < n) {
+        float dot = tile_dots(j0, n, kbase, tid, rq);
+        if (tid >= ka && tid < kb) {
             s = p.scale * dot;
             if (p.softcap > 0.0) {
                 s = p.softcap * tanh_accurate(s / p.softcap);
             }
         }
         // Tile max.
-        red[tid] = s;
+        red[rs + tid] = s;
         barrier();
         for (uint w = WG / 2; w > 0u; w >>= 1) {
             if (tid < w) {
-                red[tid] = max(red[tid], red[tid + w]);
+                red[rs + tid] = max(red[rs + tid], red[rs + tid + w]);
             }
             barrier();
         }
-        float m_new = RUNNING_MAX(max(m, red[0]));
+        float m_new = RUNNING_MAX(max(m, red[rs]));
         float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
         // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
         // every score so far is -inf).
-        float e = tid < n && s != NEG_INF ? exp(s - m_new) : 0.0;
-        sp[tid] = e;
+        float e = s != NEG_INF ? exp(s - m_new) : 0.0;
+        sp[rs + tid] = e;
         barrier();
         // Tile sum.
-        red[tid] = e;
+        red[rs + tid] = e;
         barrier();
         for (uint w = WG / 2; w > 0u; w >>= 1) {
             if (tid < w) {
-                red[tid] += red[tid + w];
+                red[rs + tid] += red[rs + tid + w];
             }
             barrier();
         }
-        l = l * alpha + red[0];
-        m = m_new;
-        for (uint a = 0u; a < ACC; a++) {
-            uint d = tid + a * WG;
-            if (d < dv) {
-                precise float x = acc[a] * alpha;
-                uint row = j0 * p.v_width + vbase + d;
-                uint jj = 0u;
-                // LOADS keys' values in flight together, then
-                // summed in order.
-                for (; jj + LOADS <= n; jj += LOADS) {
-                    float vv[LOADS];
-                    for (uint u = 0u; u < LOADS; u++) {
-                        vv[u] = v_at(row + u * p.v_width);
+        if (ka < kb) {
+            l = l * alpha + red[rs];
+            m = m_new;
+            for (uint a = 0u; a < ACC; a++) {
+                uint d = tid + a * WG;
+                if (d < dv) {
+                    precise float x = acc[a] * alpha;
+                    uint vrow = (j0 + ka) * p.v_width + vbase + d;
+                    uint jj = ka;
+                    // LOADS keys' values in flight together, then
+                    // summed in order.
+                    for (; jj + LOADS <= kb; jj += LOADS) {
+                        float vv[LOADS];
+                        for (uint u = 0u; u < LOADS; u++) {
+                            vv[u] = v_at(vrow + u * p.v_width);
+                        }
+                        for (uint u = 0u; u < LOADS; u++) {
+                            x += sp[rs + jj + u] * vv[u];
+                        }
+                        vrow += LOADS * p.v_width;
                     }
-                    for (uint u = 0u; u < LOADS; u++) {
-                        x += sp[jj + u] * vv[u];
+                    for (; jj < kb; jj++) {
+                        x += sp[rs + jj] * v_at(vrow);
+                        vrow += p.v_width;
                     }
-                    row += LOADS * p.v_width;
+                    acc[a] = x;
                 }
-                for (; jj < n; jj++) {
-                    x += sp[jj] * v_at(row);
-                    row += p.v_width;
-                }
-                acc[a] = x;
             }
         }
         barrier(); // before the next tile overwrites sp and red
@@ -299,12 +332,14 @@ void main() {
         part[cnt] = 0u; // for the next dispatch
     }
 #else
-    float inv = 1.0 / l;
-    uint obase = p.out_offset + (t * p.n_head + h) * dv;
-    for (uint a = 0u; a < ACC; a++) {
-        uint d = tid + a * WG;
-        if (d < dv) {
-            o[obase + d] = acc[a] * inv;
+    if (row) {
+        float inv = 1.0 / l;
+        uint obase = p.out_offset + (t * p.n_head + h) * dv;
+        for (uint a = 0u; a < ACC; a++) {
+            uint d = tid + a * WG;
+            if (d < dv) {
+                o[obase + d] = acc[a] * inv;
+            }
         }
     }
 #endif

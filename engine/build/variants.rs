@@ -66,6 +66,17 @@ pub const ONCE: &[Once] = &[
     ),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
+    // Prefill: four query rows per workgroup (op_attention.rs ROWS). On the
+    // H200, pp512 / pp512 at depth 2048, t/s, f16 cache: SmolLM2 one row
+    // 37,300 / 9,900, two 40,700 / 11,800, four 42,300 / 13,500, eight
+    // 39,800 / 11,500; Gemma-3-270M 37,300 / 19,400, 41,600 / 21,500,
+    // 42,700 / 24,000, 42,100 / 25,300.
+    ("attention_f32_rows", "attention.comp", &[("RB", "4")]),
+    (
+        "attention_f16_rows",
+        "attention.comp",
+        &[("KV_F16", "1"), ("RB", "4")],
+    ),
     ("attention_f32_split", "attention.comp", &[("SPLIT", "1")]),
     (
         "attention_f16_split",
@@ -181,6 +192,20 @@ pub const FAULT: &[Once] = &[
         "attention_f16_unshifted",
         "attention.comp",
         &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_f32_rows_unshifted",
+        "attention.comp",
+        &[("RB", "4"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_f16_rows_unshifted",
+        "attention.comp",
+        &[
+            ("KV_F16", "1"),
+            ("RB", "4"),
+            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
+        ],
     ),
     (
         "attention_f32_split_unshifted",

@@ -298,7 +298,7 @@ fn model_shapes() {
 /// Gemma-3-270M's local layers at full size: 4 heads / 1 KV head of 256,
 /// window 512, f16 cache of 4096 positions; two prefill batches of 512 (the
 /// second at pos0 = 512, so the window cuts the first batch off) and a decode
-/// step after them.
+/// step after them, on both kernel layouts where the device runs them.
 #[test]
 fn gemma_prefill_512_window_512() {
     let c = Case {
@@ -313,8 +313,13 @@ fn gemma_prefill_512_window_512() {
         steps: vec![512, 512, 1],
         spare: 4096 - 1025,
     };
-    let worst = run_case(&c, 9000);
-    eprintln!("NMSE {worst:.2e} {c:?}");
+    // Both kernel layouts: on the GPU layout the second batch's rows see
+    // different first positions within each block of four.
+    for which in 0..2 {
+        if let Some(worst) = run_case_on(&c, 9000, which) {
+            eprintln!("NMSE {worst:.2e} layout {which} {c:?}");
+        }
+    }
 }
 
 /// An f16 cache whose row width is odd (one KV head of 17 / 9): a 32-bit
@@ -586,4 +591,77 @@ fn rope_fused_with_the_k_cache_write_writes_the_same_bits() {
     }
     assert!(fused_calls >= 40, "{fused_calls} fused calls");
     p.finish("rope fused with the K write");
+}
+
+/// The GPU layout's attention of four query rows per workgroup
+/// (`attention.comp` ROWS) against one row per workgroup: the same bits for
+/// every row while no sliding window cuts a batch's later rows off further
+/// than its first (each row's arithmetic is the one-row kernel's, tile by
+/// tile). Batches of 13, 1, 70 and 9 rows (partial blocks of four, rows
+/// after earlier batches), GQA, head dims 64 and 256, an odd f16 width,
+/// soft-capping, a window longer than the sequence, f32 and f16 caches.
+/// (Windows that cut: `model_shapes` and `gemma_prefill_512_window_512`
+/// against the CPU on both layouts.)
+#[test]
+fn attention_of_row_blocks_writes_the_one_row_bits() {
+    use engine::vulkan::KernelLayout;
+    let mut p = Pair::new();
+    if !p.gpu.set_kernel_layout(KernelLayout::Gpu) {
+        return;
+    }
+    let shapes = [
+        (9, 3, 64, 64, None, None),
+        (4, 1, 256, 256, Some(200), Some(2.0)),
+        (3, 1, 17, 9, None, None),
+        (2, 2, 32, 48, None, Some(5.0)),
+    ];
+    let steps = [13usize, 1, 70, 9];
+    let total: usize = steps.iter().sum();
+    let mut compared = 0;
+    for (nh, nkv, dk, dv, window, softcap) in shapes {
+        for ty in [KvType::F32, KvType::F16] {
+            let ap = AttnParams {
+                n_head: nh,
+                n_kv_head: nkv,
+                head_dim_k: dk,
+                head_dim_v: dv,
+                scale: 1.0 / (dk as f32).sqrt(),
+                window,
+                softcap,
+            };
+            let what = format!("{nh}/{nkv} heads of {dk}/{dv} window {window:?} {ty:?}");
+            let mut runs = Vec::new();
+            for rows in [false, true] {
+                p.gpu.set_attention_rows(rows);
+                let kv = p.gpu.alloc_kv(total + 2, nkv * dk, nkv * dv, ty).unwrap();
+                let mut got = Vec::new();
+                let mut pos0 = 0;
+                for (i, &t) in steps.iter().enumerate() {
+                    let s = 4100 + 10 * i as u64;
+                    let q = p.gpu.alloc(t, nh * dk).unwrap();
+                    let k = p.gpu.alloc(t, nkv * dk).unwrap();
+                    let v = p.gpu.alloc(t, nkv * dv).unwrap();
+                    let out = p.gpu.alloc(t, nh * dv).unwrap();
+                    p.gpu.write(q, &values(s, t * nh * dk)).unwrap();
+                    p.gpu.write(k, &values(s + 1, t * nkv * dk)).unwrap();
+                    p.gpu.write(v, &values(s + 2, t * nkv * dv)).unwrap();
+                    p.gpu.attention(kv, q, k, v, out, pos0, &ap);
+                    let mut o = vec![0.0; t * nh * dv];
+                    p.gpu.read(out, &mut o).unwrap();
+                    assert!(o.iter().all(|x| x.is_finite()), "{what}: step {i}");
+                    got.push(bits(&o));
+                    pos0 += t;
+                }
+                runs.push(got);
+            }
+            for (i, (a, b)) in runs[0].iter().zip(&runs[1]).enumerate() {
+                let j = a.iter().zip(b).position(|(x, y)| x != y);
+                assert!(j.is_none(), "{what}: step {i}: element {j:?} differs");
+                compared += a.len();
+            }
+        }
+    }
+    p.gpu.set_attention_rows(true);
+    assert!(compared > 0);
+    p.finish("attention of row blocks");
 }

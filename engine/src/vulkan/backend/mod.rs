@@ -190,6 +190,9 @@ pub struct VulkanBackend {
     /// Whether the prefill products of 32-element block types take packed
     /// integer dot products (`matmul_tiled_*`; where the device has them).
     integer_dot: bool,
+    /// Whether a batch of rows on the GPU layout takes the attention kernel
+    /// of several rows per workgroup (`attention_*_rows`).
+    attention_rows: bool,
 }
 
 impl VulkanBackend {
@@ -244,6 +247,7 @@ impl VulkanBackend {
             fuse_matvecs: true,
             rope_epilogue: true,
             integer_dot,
+            attention_rows: true,
         }
     }
 
@@ -287,6 +291,14 @@ impl VulkanBackend {
     pub fn set_integer_dot(&mut self, on: bool) -> bool {
         self.integer_dot = on && self.ctx.limits().integer_dot;
         self.integer_dot
+    }
+
+    /// Turns the GPU layout's attention of several query rows per workgroup
+    /// (`shaders/attention.comp` ROWS) on (the default) or off (one row
+    /// per workgroup; tests compare the two).
+    #[doc(hidden)]
+    pub fn set_attention_rows(&mut self, on: bool) {
+        self.attention_rows = on;
     }
 
     /// The matrix kernels this backend dispatches.

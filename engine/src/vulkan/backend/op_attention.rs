@@ -28,6 +28,8 @@ use crate::vulkan::{shaders, PushConstants};
 const ATTN_WG: usize = 64;
 /// Output dimensions per invocation of `attention.comp` (`ACC`).
 const ATTN_ACC: usize = 8;
+/// Query rows per workgroup of `attention.comp`'s ROWS variants (`RB`).
+const ATTN_ROWS: usize = 4;
 /// Largest `head_dim_k` of `attention.comp` (`MAX_DK`).
 pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
@@ -67,18 +69,27 @@ const CPU_KEYS_HEAD_DIM_STEP: usize = 4;
 enum Kernel {
     /// `attention.comp`: a workgroup of 64 per (head, row), barriers.
     Shared,
+    /// `attention.comp` ROWS: a workgroup of 64 x [`ATTN_ROWS`] per (head,
+    /// [`ATTN_ROWS`] rows), a group of 64 per row, the groups staging each
+    /// tile of keys together (a batch of rows on the GPU layout).
+    SharedRows,
     /// `attention_cpu.comp`: an invocation per (row, head).
     CpuRows,
     /// `attention_keys_cpu.comp`: a subgroup per (head, row).
     CpuKeys,
 }
 
-fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize) -> Kernel {
+/// `rows`: whether the GPU layout takes [`Kernel::SharedRows`] for a batch.
+fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize, rows: bool) -> Kernel {
     let fits = |step: usize| {
         dk.is_multiple_of(step) && dv.is_multiple_of(step) && dk.max(dv) <= CPU_MAX_HEAD_DIM
     };
     if layout != KernelLayout::Cpu {
-        Kernel::Shared
+        if t > 1 && rows {
+            Kernel::SharedRows
+        } else {
+            Kernel::Shared
+        }
     } else if t >= CPU_MIN_ROWS && fits(CPU_HEAD_DIM_STEP) {
         Kernel::CpuRows
     } else if fits(CPU_KEYS_HEAD_DIM_STEP) {
@@ -138,6 +149,8 @@ const _: () = {
     let size = std::mem::size_of::<AttnPush>();
     assert!(size == shaders::ATTENTION_F32.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_F32_ROWS.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_F16_ROWS.push_constant_size as usize);
     assert!(size + 8 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
     assert!(size + 8 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
@@ -340,10 +353,11 @@ pub(super) fn attention(
         softcap: p.softcap.unwrap_or(0.0),
         n_rows: u32_of(t, "rows"),
     };
-    let kernel = kernel(b.kernel_layout, t, dk, dv);
+    let kernel = kernel(b.kernel_layout, t, dk, dv, b.attention_rows);
     let first = p.window.map_or(0, |w| (pos0 + 1).saturating_sub(w));
     let n_split = (pos0 + 1 - first).div_ceil(SPLIT_KEYS).min(MAX_SPLITS);
-    if kernel == Kernel::Shared {
+    if matches!(kernel, Kernel::Shared | Kernel::SharedRows) {
+        // Made by the first (a prefill's, not a replayed step's).
         let Some(part) = partials(b, nh, dv) else {
             return;
         };
@@ -355,6 +369,8 @@ pub(super) fn attention(
     let shader = match (c.ty, kernel) {
         (KvType::F32, Kernel::Shared) => &shaders::ATTENTION_F32,
         (KvType::F16, Kernel::Shared) => &shaders::ATTENTION_F16,
+        (KvType::F32, Kernel::SharedRows) => &shaders::ATTENTION_F32_ROWS,
+        (KvType::F16, Kernel::SharedRows) => &shaders::ATTENTION_F16_ROWS,
         (KvType::F32, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F32,
         (KvType::F16, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F16,
         (KvType::F32, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F32,
@@ -377,6 +393,8 @@ pub(super) fn attention(
         ],
         // x: heads, y: rows.
         Kernel::Shared | Kernel::CpuKeys => [push.n_head, u32_of(t, "rows"), 1],
+        // x: heads, y: blocks of rows.
+        Kernel::SharedRows => [push.n_head, u32_of(t.div_ceil(ATTN_ROWS), "rows"), 1],
     };
     b.dispatch(shader, &binds, &push, groups);
 }
@@ -485,6 +503,14 @@ fn unshifted(s: &'static shaders::Shader) -> &'static shaders::Shader {
         (&shaders::ATTENTION_F32, &shaders::ATTENTION_F32_UNSHIFTED),
         (&shaders::ATTENTION_F16, &shaders::ATTENTION_F16_UNSHIFTED),
         (
+            &shaders::ATTENTION_F32_ROWS,
+            &shaders::ATTENTION_F32_ROWS_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_F16_ROWS,
+            &shaders::ATTENTION_F16_ROWS_UNSHIFTED,
+        ),
+        (
             &shaders::ATTENTION_F32_SPLIT,
             &shaders::ATTENTION_F32_SPLIT_UNSHIFTED,
         ),
@@ -519,6 +545,8 @@ const _: () = {
     let size = std::mem::size_of::<AttnPush>();
     assert!(size == shaders::ATTENTION_F32_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_F32_ROWS_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_F16_ROWS_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F16_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_KEYS_CPU_F32_UNSHIFTED.push_constant_size as usize);
@@ -532,18 +560,21 @@ mod tests {
     #[test]
     fn kernel_by_layout_rows_and_head_dims() {
         let (gpu, cpu) = (KernelLayout::Gpu, KernelLayout::Cpu);
-        assert_eq!(kernel(gpu, 1, 64, 64), Kernel::Shared);
-        assert_eq!(kernel(gpu, 64, 64, 64), Kernel::Shared);
+        assert_eq!(kernel(gpu, 1, 64, 64, true), Kernel::Shared);
+        assert_eq!(kernel(gpu, 2, 64, 64, true), Kernel::SharedRows);
+        assert_eq!(kernel(gpu, 64, 64, 64, true), Kernel::SharedRows);
+        assert_eq!(kernel(gpu, 64, 64, 64, false), Kernel::Shared);
+        assert_eq!(kernel(cpu, 64, 17, 9, true), Kernel::Shared);
         // Decode and short batches: the keys kernel; 8 rows and more: the
         // rows kernel where the dims are whole groups of 8 vec4s.
-        assert_eq!(kernel(cpu, 1, 64, 64), Kernel::CpuKeys);
-        assert_eq!(kernel(cpu, 7, 256, 256), Kernel::CpuKeys);
-        assert_eq!(kernel(cpu, 8, 64, 64), Kernel::CpuRows);
-        assert_eq!(kernel(cpu, 8, 80, 80), Kernel::CpuKeys);
-        assert_eq!(kernel(cpu, 1, 64, 32), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 1, 64, 64, true), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 7, 256, 256, true), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 8, 64, 64, true), Kernel::CpuRows);
+        assert_eq!(kernel(cpu, 8, 80, 80, true), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, 1, 64, 32, true), Kernel::CpuKeys);
         // Past what the CPU kernels hold: the shared-memory kernel.
-        assert_eq!(kernel(cpu, 1, 17, 9), Kernel::Shared);
-        assert_eq!(kernel(cpu, 1, 512, 64), Kernel::Shared);
-        assert_eq!(kernel(cpu, 64, 288, 288), Kernel::Shared);
+        assert_eq!(kernel(cpu, 1, 17, 9, true), Kernel::Shared);
+        assert_eq!(kernel(cpu, 1, 512, 64, true), Kernel::Shared);
+        assert_eq!(kernel(cpu, 64, 288, 288, true), Kernel::Shared);
     }
 }
