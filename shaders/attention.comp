@@ -83,12 +83,17 @@ shared bool last_run; // this workgroup counted last for its (row, head)
 layout(push_constant) uniform Push { AttnPush p; };
 #endif
 
-shared float sq[RB * MAX_DK]; // the rows' queries (row group r at r * head_dim_k)
-// A tile's keys, KC dimensions of each (a row of KC + 1: no two keys'
-// same dimension in one bank).
+// The rows' queries, row group r's element i at r * MAX_DK + i, read four
+// at a time (vec4: a quarter of the shared-memory reads).
+shared vec4 sq[RB * MAX_DK / 4];
+// A tile's keys, KC dimensions of each.
 #define KC 32u
-shared float sk[WG * (KC + 1u)];
-shared float sp[RB * WG];  // the tile's probabilities (row group r at r * WG)
+// (A row of KC + 4: 16-byte aligned for vec4 reads; the quarter subgroup
+// that reads at once meets in distinct banks.)
+shared vec4 sk[WG * (KC + 4u) / 4u];
+// The tile's probabilities (row group r's key j at r * WG + j), read four at
+// a time where aligned.
+shared vec4 sp[RB * WG / 4];
 shared float red[RB * WG]; // reduction scratch (the same)
 
 #ifdef KV_F16
@@ -134,11 +139,11 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
                 kv[u] = k_at(base + i + u);
             }
             for (uint u = 0u; u < LOADS; u++) {
-                s += sq[i + u] * kv[u];
+                s += sq[(i + u) >> 2][(i + u) & 3u] * kv[u];
             }
         }
         for (; i < dk; i++) {
-            s += sq[i] * k_at(base + i);
+            s += sq[i >> 2][i & 3u] * k_at(base + i);
         }
     }
     return s;
@@ -149,13 +154,26 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
             uint key = i / KC;
             uint e = i % KC;
             if (key < n && e < w) {
-                sk[key * (KC + 1u) + e] = k_at((j0 + key) * p.k_width + kbase + c0 + e);
+                uint at = key * (KC + 4u) + e;
+                sk[at >> 2][at & 3u] = k_at((j0 + key) * p.k_width + kbase + c0 + e);
             }
         }
         barrier();
         if (tid < n) {
-            for (uint u = 0u; u < w; u++) {
-                s += sq[rq + c0 + u] * sk[tid * (KC + 1u) + u];
+            // In order, four elements a read (rq, c0, KC + 4: multiples of 4).
+            uint qa = (rq + c0) >> 2;
+            uint kr = (tid * (KC + 4u)) >> 2;
+            uint u = 0u;
+            for (; u + 4u <= w; u += 4u) {
+                vec4 x = sq[qa + (u >> 2)];
+                vec4 y = sk[kr + (u >> 2)];
+                s += x.x * y.x;
+                s += x.y * y.y;
+                s += x.z * y.z;
+                s += x.w * y.w;
+            }
+            for (; u < w; u++) {
+                s += sq[qa + (u >> 2)][u & 3u] * sk[kr + (u >> 2)][u & 3u];
             }
         }
         barrier();
@@ -180,13 +198,13 @@ void main() {
     uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;
-    uint rq = rg * dk;
+    uint rq = rg * MAX_DK;
     uint rs = rg * WG; // the group's sp and red
 
     if (row) {
         uint qbase = p.q_offset + (t * p.n_head + h) * dk;
         for (uint i = tid; i < dk; i += WG) {
-            sq[rq + i] = Q_IN(q[qbase + i]);
+            sq[(rq + i) >> 2][(rq + i) & 3u] = Q_IN(q[qbase + i]);
         }
     }
     barrier();
@@ -238,7 +256,7 @@ void main() {
         // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
         // every score so far is -inf).
         float e = s != NEG_INF ? exp(s - m_new) : 0.0;
-        sp[rs + tid] = e;
+        sp[(rs + tid) >> 2][tid & 3u] = e;
         barrier();
         // Tile sum.
         red[rs + tid] = e;
@@ -265,13 +283,24 @@ void main() {
                         for (uint u = 0u; u < LOADS; u++) {
                             vv[u] = v_at(vrow + u * p.v_width);
                         }
-                        for (uint u = 0u; u < LOADS; u++) {
-                            x += sp[rs + jj + u] * vv[u];
+                        uint pj = rs + jj;
+                        if ((pj & 3u) == 0u) {
+                            for (uint u = 0u; u < LOADS; u += 4u) {
+                                vec4 pr = sp[(pj + u) >> 2];
+                                x += pr.x * vv[u];
+                                x += pr.y * vv[u + 1u];
+                                x += pr.z * vv[u + 2u];
+                                x += pr.w * vv[u + 3u];
+                            }
+                        } else {
+                            for (uint u = 0u; u < LOADS; u++) {
+                                x += sp[(pj + u) >> 2][(pj + u) & 3u] * vv[u];
+                            }
                         }
                         vrow += LOADS * p.v_width;
                     }
                     for (; jj < kb; jj++) {
-                        x += sp[rs + jj] * v_at(vrow);
+                        x += sp[(rs + jj) >> 2][(rs + jj) & 3u] * v_at(vrow);
                         vrow += p.v_width;
                     }
                     acc[a] = x;
