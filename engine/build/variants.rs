@@ -402,11 +402,14 @@ pub const PER_TYPE: &[PerType] = &[
         },
         only: Some(q8_legacy),
     },
-    // The same for the super-block types summed in eight lanes.
+    // The same for the super-block types summed in eight lanes, 16 rows x
+    // 32 tokens, 1 x 4 per invocation (H200, SmolLM2 requantized to
+    // Q4_K_M, pp512, us per product: Q6_K 71, Q4_K 44; at 32 x 32 97, 52;
+    // the 32-element types' products were slower at 16 x 32).
     PerType {
         name: "matmul_tiled_k",
         source: "matmul_tiled_k.comp",
-        extra: |_| vec![("TM", "32"), ("TN", "32"), ("RM", "2"), ("RT", "4")],
+        extra: |_| vec![("TM", "16"), ("TN", "32"), ("RM", "1"), ("RT", "4")],
         only: Some(k_lanes),
     },
     PerType {
