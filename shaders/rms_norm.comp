@@ -16,10 +16,14 @@
 // first (b from element b_offset), then the norm of that sum. Every
 // element of the sum is computed again where it is needed (x is written
 // last, after a barrier), so no invocation reads another's writes.
+// ADD_TO (with HAS_WEIGHT, without ADD and QUANT): a post-norm and the
+// residual add after it, fused: out as above, and r = r + out (one
+// rounding, as binary.comp adds; r from element b_offset).
 // Bindings: 0 = x (read; with ADD read and written), 1 = out (written),
 // 2 = w (read; HAS_WEIGHT only), 3 = quantized out (u32 words, written;
-// QUANT only), then b (read; ADD only: binding 4 with QUANT, else 3).
-// Push: RmsNormPush; with QUANT or ADD also q_offset and b_offset.
+// QUANT only), then b (read; ADD only: binding 4 with QUANT, else 3);
+// ADD_TO: 3 = r (read and written).
+// Push: RmsNormPush; with QUANT, ADD or ADD_TO also q_offset and b_offset.
 
 #include "elementwise.glsl"
 #ifdef QUANT
@@ -44,6 +48,9 @@ layout(set = 0, binding = 1, std430) writeonly buffer Out { float o[]; };
 layout(set = 0, binding = 2, std430) readonly buffer W { float w[]; };
 #endif
 
+#ifdef ADD_TO
+layout(set = 0, binding = 3, std430) buffer R { float r[]; };
+#endif
 #ifdef QUANT
 layout(set = 0, binding = 3, std430) writeonly buffer Q { uint qo[]; };
 // The group's normed values, for the quantization (groups of at most
@@ -51,7 +58,7 @@ layout(set = 0, binding = 3, std430) writeonly buffer Q { uint qo[]; };
 #define MAX_QUANT_GROUP 3072
 shared float sy[MAX_QUANT_GROUP];
 #endif
-#if defined(QUANT) || defined(ADD)
+#if defined(QUANT) || defined(ADD) || defined(ADD_TO)
 layout(push_constant) uniform Push {
     RmsNormPush p;
     uint q_offset;
@@ -120,6 +127,10 @@ void main() {
         y = y * w[c];
 #endif
         o[ob + c] = y;
+#ifdef ADD_TO
+        uint rc = b_offset + g * p.group + c;
+        r[rc] = r[rc] + y;
+#endif
 #endif
     }
 }

@@ -64,6 +64,12 @@ pub const ONCE: &[Once] = &[
             ("ACT_Q8_1", "1"),
         ],
     ),
+    // A post-norm fused with the residual add after it (op_elementwise.rs).
+    (
+        "rms_norm_w_add_to",
+        "rms_norm.comp",
+        &[("HAS_WEIGHT", "1"), ("ADD_TO", "1")],
+    ),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
     // Prefill: four query rows per workgroup (op_attention.rs ROWS). On the

@@ -575,3 +575,63 @@ fn a_chain_of_ops_in_one_submission_matches_cpu() {
     assert_eq!(&g[..width], &values(40, n)[..width]);
     pair.finish("chain");
 }
+
+/// A post-norm and the residual add after it (`y = rms_norm(y) · w` in
+/// place, then `x += y`: Gemma-3's after attention and after the FFN) are
+/// recorded as one dispatch (`rms_norm.comp` ADD_TO) where the norm is in
+/// place on exactly `y` with a weight and `x` is apart from `y`; both the
+/// normed `y` and the sum are the CPU's bits (the norm and the add are bit
+/// for bit there), and so are the cases left as two dispatches (the norm
+/// not in place, no weight, or a read between the two).
+#[test]
+fn a_post_norm_fused_with_the_residual_add_writes_the_same_bits() {
+    let mut p = Pair::new();
+    for (case, (rows, width, group)) in [(1, 640, 640), (3, 96, 48), (2, 576, 576)]
+        .into_iter()
+        .enumerate()
+    {
+        // (in place, with a weight, a read between): fused only when the
+        // first two hold and the third does not.
+        for (in_place, weighted, read_between) in [
+            (true, true, false),
+            (false, true, false),
+            (true, false, false),
+            (true, true, true),
+        ] {
+            let seed = 300 + case as u64;
+            let n = rows * width;
+            let x = values(seed, n);
+            let y: Vec<f32> = values(seed + 7, n).iter().map(|v| v * 3.0).collect();
+            let w = values(seed + 100, group);
+            let src = WeightSource::from_f32("post_norm.weight", group, 1, &w);
+            let (wc, wg) = p.weight(&src);
+            let a = p.act(rows, width, &x);
+            let b = p.act(rows, width, &y);
+            let normed = if in_place { b } else { p.zeros(rows, width) };
+            p.cpu
+                .rms_norm(b.cpu, weighted.then_some(wc), 1e-6, group, normed.cpu);
+            p.cpu.add(a.cpu, normed.cpu);
+            let before = p.gpu.stats().dispatches;
+            p.gpu
+                .rms_norm(b.gpu, weighted.then_some(wg), 1e-6, group, normed.gpu);
+            if read_between {
+                let mut v = vec![0.0; n];
+                p.gpu.read(normed.gpu, &mut v).unwrap();
+            }
+            p.gpu.add(a.gpu, normed.gpu);
+            let (_, _) = p.read(a);
+            let dispatches = p.gpu.stats().dispatches - before;
+            let what = format!(
+                "{rows}x{width} groups of {group}: in place {in_place}, weight {weighted}, read between {read_between}"
+            );
+            let fused = in_place && weighted && !read_between;
+            assert_eq!(dispatches, 2 - usize::from(fused), "{what}: dispatches");
+            for (name, v) in [("sum", a), ("normed", normed)] {
+                let (c, g) = p.read(v);
+                let same = c.iter().zip(&g).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{what}: the {name} values differ");
+            }
+        }
+    }
+    p.finish("post-norm fused with the residual add");
+}

@@ -61,6 +61,7 @@ const _: () = {
 };
 const _: () = {
     assert!(FUSED_NORM_PUSH == shaders::RMS_NORM_W_Q8_0.push_constant_size as usize);
+    assert!(FUSED_NORM_PUSH == shaders::RMS_NORM_W_ADD_TO.push_constant_size as usize);
     assert!(FUSED_NORM_PUSH == shaders::RMS_NORM_W_Q8_1.push_constant_size as usize);
     assert!(FUSED_NORM_PUSH == shaders::ADD_RMS_NORM_W.push_constant_size as usize);
     assert!(FUSED_NORM_PUSH == shaders::ADD_RMS_NORM_W_Q8_0.push_constant_size as usize);
@@ -113,7 +114,9 @@ fn same_shape(op: &str, x: Act, y: Act) {
 /// writes its own element).
 pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
     same_shape(op.name(), x, y);
-    if op == BinaryOp::Add && super::op_matvec_fused::add_into_matvec(b, x, y) {
+    if op == BinaryOp::Add
+        && (super::op_matvec_fused::add_into_matvec(b, x, y) || norm_into_add(b, x, y))
+    {
         return;
     }
     if let BinaryOp::Glu(kind) = op {
@@ -136,6 +139,57 @@ pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
         &push,
         groups,
     );
+}
+
+/// Records `x += y` together with the RMS norm recorded last when that norm
+/// was `y = rms_norm(y) · w` in place on exactly `y` and `x` is apart from
+/// `y` (a post-norm: Gemma-3's after attention and after the FFN):
+/// `shaders/rms_norm.comp`'s ADD_TO variant writes the normed `y` as the
+/// norm did and adds it to `x` (one rounding, as `binary.comp`). One
+/// dispatch and one barrier fewer, the same bits; the norm that follows the
+/// add (the next one's input) then stands alone, where a fused matvec can
+/// take it as its prologue. Not while fault `missing-barrier` is injected.
+/// Returns whether it did.
+fn norm_into_add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if fault::active("missing-barrier") {
+        return false;
+    }
+    let Some(super::LastDispatch {
+        shader,
+        push: norm_push,
+        access,
+        groups,
+    }) = b.last_dispatch()
+    else {
+        return false;
+    };
+    if shader.index != shaders::RMS_NORM_W.index {
+        return false;
+    }
+    let (src, out, w) = (&access[0], &access[1], &access[2]);
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let apart =
+        xb.buf != yb.buf || xb.bytes.end <= yb.bytes.start || yb.bytes.end <= xb.bytes.start;
+    if src.buf != yb.buf
+        || src.range != yb.bytes
+        || out.buf != yb.buf
+        || out.range != yb.bytes
+        || !apart
+    {
+        return false;
+    }
+    let mut bytes = norm_push.to_vec();
+    let wb = w.bind();
+    bytes.extend_from_slice(&0u32.to_le_bytes()); // q_offset: no quantization
+    bytes.extend_from_slice(&offset(x).to_le_bytes());
+    b.cmds.pop();
+    b.dispatch_bytes(
+        &shaders::RMS_NORM_W_ADD_TO,
+        &[yb.clone(), yb, wb, xb],
+        bytes,
+        groups,
+    );
+    true
 }
 
 /// The op's code in `shaders/binary.comp` (`BINARY_*`).
@@ -254,6 +308,7 @@ const _: () = {
     assert!(wg == shaders::ADD_RMS_NORM_W.local_size[0]);
     assert!(wg == shaders::RMS_NORM_W_Q8_0.local_size[0]);
     assert!(wg == shaders::ADD_RMS_NORM_W_Q8_1.local_size[0]);
+    assert!(wg == shaders::RMS_NORM_W_ADD_TO.local_size[0]);
 };
 
 /// Records `rms_norm(x, w) -> out` together with the residual add recorded
