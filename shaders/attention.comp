@@ -182,6 +182,11 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
 #endif
 }
 
+// The first position a query at `pos` sees.
+uint first_seen(uint pos) {
+    return (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
+}
+
 void main() {
     uint h = gl_WorkGroupID.x;
     // Row group rg: row t = t0 + rg (of nr in the workgroup), at position
@@ -195,7 +200,7 @@ void main() {
     uint g = h / p.group;
     uint pos0 = step_words[p.pos_at] + t0;
     uint pos = pos0 + rg;
-    uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
+    uint first = first_seen(pos);
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;
     uint rq = rg * MAX_DK;
@@ -223,7 +228,7 @@ void main() {
     // tile's ka..kb; a tile with none of them leaves it as it was. (Each
     // row's tiles are the one-row kernel's unless a sliding window cuts it
     // off further than the first row.)
-    uint lo = (p.window == 0u || pos0 + 1u <= p.window) ? 0u : pos0 + 1u - p.window;
+    uint lo = first_seen(pos0);
     uint hi = pos0 + nr;
 #ifdef SPLIT
     uint chunk = (hi - lo + n_split - 1u) / n_split;
