@@ -22,7 +22,8 @@
 // Bindings: 0 = x (read; with ADD read and written), 1 = out (written),
 // 2 = w (read; HAS_WEIGHT only), 3 = quantized out (u32 words, written;
 // QUANT only), then b (read; ADD only: binding 4 with QUANT, else 3);
-// ADD_TO: 3 = r (read and written).
+// ADD_TO: 3 = r (read and written). FAULT_ADD_UNWEIGHTED (fault
+// `gpu-post-norm-add` only): r + v * scale, the weight left out.
 // Push: RmsNormPush; with QUANT, ADD or ADD_TO also q_offset and b_offset.
 
 #include "elementwise.glsl"
@@ -129,7 +130,11 @@ void main() {
         o[ob + c] = y;
 #ifdef ADD_TO
         uint rc = b_offset + g * p.group + c;
+#ifdef FAULT_ADD_UNWEIGHTED
+        r[rc] = r[rc] + v * scale;
+#else
         r[rc] = r[rc] + y;
+#endif
 #endif
 #endif
     }

@@ -126,6 +126,8 @@ pub const ONCE: &[Once] = &[
 /// the attention kernels with the running max of their online softmax
 /// held at 0 (exp(s) unshifted). `gpu-act-f16-truncate`: the activation
 /// quantizer's f16 block scale truncated instead of rounded.
+/// `gpu-post-norm-add`: the fused post-norm and add adding the unweighted
+/// normed value.
 pub const FAULT: &[Once] = &[
     (
         "quantize_q8_0_f16trunc",
@@ -187,6 +189,15 @@ pub const FAULT: &[Once] = &[
             ("QUANT", "1"),
             ("ACT_Q8_1", "1"),
             ("FAULT_F16_TRUNCATE", "1"),
+        ],
+    ),
+    (
+        "rms_norm_w_add_to_unweighted",
+        "rms_norm.comp",
+        &[
+            ("HAS_WEIGHT", "1"),
+            ("ADD_TO", "1"),
+            ("FAULT_ADD_UNWEIGHTED", "1"),
         ],
     ),
     (

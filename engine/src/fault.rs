@@ -40,6 +40,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan op_quantize: the activation quantizer's f16 block scale (Q8_0, Q8_1) truncated instead of rounded to nearest even (while injected the decode matvec does not quantize its input itself)",
     ),
     (
+        "gpu-post-norm-add",
+        "vulkan op_elementwise: a post-norm fused with the residual add after it adds the normed value before its weight multiplies it",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),

@@ -11,6 +11,7 @@
 //! | descriptor-reuse | SmolLM2, gpu | validation (a bound set updated) or taps |
 //! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
 //! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
+//! | gpu-post-norm-add | Gemma-3-270M, gpu | greedy (the tapped pass reads the post-norm's output, which keeps it apart from the add: only the untapped steps fuse them) |
 //! | gpu-act-f16-truncate | SmolLM2, gpu | taps, layer 0 Qcur (the first product of quantized activations; NMSE ~3e-7, under the 5e-5 the GPU had before its activations were quantized as the CPU's) |
 //! | gpu-softmax-unshifted | synthetic Qwen3 with scores of ~181 (synth-qwen3-bigscores), gpu | taps, layer 0 kqv_out (NaN: exp(s) overflows) |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
@@ -176,6 +177,20 @@ pub fn table() -> Vec<Mutant> {
             &["taps"],
             Some((0, &["attn_norm"][..])),
         ),
+        // Only Gemma-3 has post-norms. The tapped pass reads attn_post_norm
+        // between the norm and the add, which keeps them two dispatches:
+        // the untapped greedy steps run the fused kernel.
+        Mutant {
+            models: &[GEMMA],
+            ..m(
+                "gpu-post-norm-add",
+                &[SHORT],
+                &[gpu],
+                false,
+                &["greedy"],
+                None,
+            )
+        },
         // A GPU-only error of ~2^-11 in each activation block's scale: the
         // GPU's layer-0 limits since its products quantize as the CPU's.
         m(

@@ -168,13 +168,11 @@ fn norm_into_add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     }
     let (src, out, w) = (&access[0], &access[1], &access[2]);
     let (xb, yb) = (Bind::act(x), Bind::act(y));
-    let apart =
-        xb.buf != yb.buf || xb.bytes.end <= yb.bytes.start || yb.bytes.end <= xb.bytes.start;
     if src.buf != yb.buf
         || src.range != yb.bytes
         || out.buf != yb.buf
         || out.range != yb.bytes
-        || !apart
+        || overlap((xb.buf, &xb.bytes), (yb.buf, &yb.bytes))
     {
         return false;
     }
@@ -182,14 +180,22 @@ fn norm_into_add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     let wb = w.bind();
     bytes.extend_from_slice(&0u32.to_le_bytes()); // q_offset: no quantization
     bytes.extend_from_slice(&offset(x).to_le_bytes());
+    #[cfg(feature = "fault-injection")]
+    let shader = if fault::active("gpu-post-norm-add") {
+        &shaders::RMS_NORM_W_ADD_TO_UNWEIGHTED
+    } else {
+        &shaders::RMS_NORM_W_ADD_TO
+    };
+    #[cfg(not(feature = "fault-injection"))]
+    let shader = &shaders::RMS_NORM_W_ADD_TO;
     b.cmds.pop();
-    b.dispatch_bytes(
-        &shaders::RMS_NORM_W_ADD_TO,
-        &[yb.clone(), yb, wb, xb],
-        bytes,
-        groups,
-    );
+    b.dispatch_bytes(shader, &[yb.clone(), yb, wb, xb], bytes, groups);
     true
+}
+
+/// Whether two byte ranges of buffers share a byte.
+fn overlap(a: (u32, &std::ops::Range<u64>), b: (u32, &std::ops::Range<u64>)) -> bool {
+    a.0 == b.0 && a.1.start < b.1.end && b.1.start < a.1.end
 }
 
 /// The op's code in `shaders/binary.comp` (`BINARY_*`).
@@ -344,9 +350,7 @@ fn fuse_add_into_norm(
     let (a, y, sum) = (&access[0], &access[1], &access[2]);
     let xb = Bind::act(x);
     let ob = Bind::act(out);
-    let overlaps = |buf: u32, r: &std::ops::Range<u64>| {
-        ob.buf == buf && ob.bytes.start < r.end && r.start < ob.bytes.end
-    };
+    let overlaps = |buf: u32, r: &std::ops::Range<u64>| overlap((ob.buf, &ob.bytes), (buf, r));
     if a.buf != xb.buf
         || a.range != xb.bytes
         || sum.buf != xb.buf
