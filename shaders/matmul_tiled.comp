@@ -73,17 +73,8 @@ void main() {
                 uint row = min(r0 + r, p.rows - 1u);
                 uint bb = row * p.row_bytes + (blk0 + k) * BLOCK_BYTES;
                 uvec4 lo, hi;
-                int off;
                 for (uint j = 0u; j < 4u; j++) {
-                    wq_packed(bb, j, lo[j], hi[j], off);
-                }
-                if (off != 0) {
-                    // Bytes less off, two's complement (each byte a
-                    // nibble, or five bits: below 128, so no borrow
-                    // between bytes). Q8_0's bytes are signed already.
-                    uint o4 = uint(off) * 0x01010101u;
-                    lo = ((lo | 0x80808080u) - o4) ^ 0x80808080u;
-                    hi = ((hi | 0x80808080u) - o4) ^ 0x80808080u;
+                    wq_packed(bb, j, lo[j], hi[j]);
                 }
                 uint e = (k * uint(TM) + r) * 3u;
                 ws[e] = lo;

@@ -100,36 +100,44 @@ uint spread4(uint x) {
     return (x * 0x00204081u) & 0x01010101u;
 }
 
-// wq_pair's integers as packed bytes (lo: elements 4j..4j + 3, hi: 16 + 4j..)
-// less `off` each: the nibbles (with the fifth bit) unsigned, Q8_0's bytes
-// as they are.
-void wq_packed(uint bb, uint j, out uint lo, out uint hi, out int off) {
+// Packed bytes less `off` each, two's complement: every byte is a nibble
+// (with the fifth bit: below 128), so no borrow crosses a byte.
+uint less_each(uint b, uint off) {
+    return ((b | 0x80808080u) - off * 0x01010101u) ^ 0x80808080u;
+}
+
+// wq_pair's integers as packed signed bytes (lo: elements 4j..4j + 3, hi:
+// 16 + 4j..).
+void wq_packed(uint bb, uint j, out uint lo, out uint hi) {
+#if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q4_1)
 #if defined(WEIGHT_Q4_0)
     uint b = rd_u32(bb + 2u + 4u * j);
-    lo = b & 0x0f0f0f0fu;
-    hi = (b >> 4) & 0x0f0f0f0fu;
-    off = 8;
-#elif defined(WEIGHT_Q4_1)
+#else
     uint b = WORD((bb >> 2) + 1u + j);
+#endif
     lo = b & 0x0f0f0f0fu;
     hi = (b >> 4) & 0x0f0f0f0fu;
-    off = 0;
+#if defined(WEIGHT_Q4_0)
+    lo = less_each(lo, 8u);
+    hi = less_each(hi, 8u);
+#endif
 #elif defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1)
 #if defined(WEIGHT_Q5_0)
     uint qh = rd_u32(bb + 2u);
     uint b = rd_u32(bb + 6u + 4u * j);
-    off = 16;
 #else
     uint qh = WORD((bb >> 2) + 1u);
     uint b = WORD((bb >> 2) + 2u + j);
-    off = 0;
 #endif
     lo = (b & 0x0f0f0f0fu) | (spread4((qh >> (4u * j)) & 15u) << 4);
     hi = ((b >> 4) & 0x0f0f0f0fu) | (spread4((qh >> (16u + 4u * j)) & 15u) << 4);
-#else // Q8_0
+#if defined(WEIGHT_Q5_0)
+    lo = less_each(lo, 16u);
+    hi = less_each(hi, 16u);
+#endif
+#else // Q8_0: signed bytes already
     lo = rd_u32(bb + 2u + 4u * j);
     hi = rd_u32(bb + 18u + 4u * j);
-    off = 0;
 #endif
 }
 #endif
