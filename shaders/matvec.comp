@@ -16,11 +16,12 @@
 // per row striding over its blocks, then sums their partial sums in shared
 // memory.
 //
-// Fused variants (block types whose dot format is Q8_0 or Q8_1; one
+// Fused variants (block types whose dot format is Q8_0, Q8_1 or Q8_K; one
 // activation row of at most MAX_K elements; op_matvec_fused.rs): instead of
 // reading x already quantized, every workgroup first computes the row
-// itself into shared memory and quantizes it there (common/quant_row.glsl,
-// quantize_act.comp's bytes), from f32 inputs at binding 1:
+// itself into shared memory and quantizes it there (common/quant_row.glsl
+// or quant_row_k.glsl, quantize_act.comp's bytes), from f32 inputs at
+// binding 1:
 //   PRO_QUANT: x itself (f32);
 //   PRO_NORM:  the RMS norm of binding 1 times its weight (binding 3), as
 //              rms_norm.comp computes it (common/rms.glsl);
@@ -151,14 +152,22 @@ layout(set = 0, binding = 5, std430) writeonly buffer Kv { uint cache[]; };
 #define MAX_K 3072u
 #define RV(c) ((c) + ((c) >> 5))
 shared float row_vals[MAX_K + MAX_K / 32u];
-shared uint SA[MAX_K / 32u * 9u];
+// (The larger of Q8_K's 73 words per 256 elements and Q8_0 / Q8_1's 9 per
+// 32.)
+shared uint SA[MAX_K / 256u * 73u];
 #define ACT(ab, t, k) SA[(ab) + (k)]
 #define QT 1u
 #include "qdot.glsl"
 #define QUANT_WG WG
 #define QV(i) row_vals[RV(i)]
 #define QSTORE(w, v) SA[w] = (v)
+#ifdef ACT_Q8_K
+#include "quant_row_k.glsl"
+#define QUANT_ROW quant_row_k
+#else
 #include "quant_row.glsl"
+#define QUANT_ROW quant_row
+#endif
 #ifdef PRO_NORM
 #define RMS_WG WG
 #define RMS_VAL(a, b, c) XS[(a) + (c)]
@@ -211,7 +220,7 @@ void prologue(uint tid, bool first) {
 #endif
     }
     barrier();
-    quant_row(tid, n, 0u);
+    QUANT_ROW(tid, n, 0u);
     barrier();
 }
 #endif

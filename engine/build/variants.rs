@@ -107,6 +107,7 @@ pub const ONCE: &[Once] = &[
     ("glu_q8_1", "glu_quant.comp", &[("ACT_Q8_1", "1")]),
     ("kv_write_f32", "kv_write.comp", &[]),
     ("rope", "rope.comp", &[]),
+    ("norm_rope", "norm_rope.comp", &[]),
     // RoPE of K fused with its cache write (op_attention.rs).
     ("rope_kv_f32", "rope.comp", &[("KV_WRITE", "1")]),
     (
@@ -289,21 +290,37 @@ pub fn q8_legacy(ty: GgmlType) -> bool {
     )
 }
 
+/// The super-block types whose activations are Q8_K.
+pub fn q8_k_dot(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+    )
+}
+
+/// The block types with fused decode matvecs: those whose activations the
+/// prologue quantizes (Q8_0, Q8_1: `common/quant_row.glsl`; Q8_K:
+/// `common/quant_row_k.glsl`).
+pub fn fusable(ty: GgmlType) -> bool {
+    q8_legacy(ty) || q8_k_dot(ty)
+}
+
 /// The decode matvec with a prologue that computes its activation row
 /// (and an epilogue that adds its result to the residual): `PRO_*`,
 /// `PRO_OUT` and `EPI_ADD` of `shaders/matvec.comp`, fused by
-/// engine/src/vulkan/backend/op_matvec_fused.rs; with the activation format
-/// defined up front (act.glsl's Q8_1 block head reads it).
+/// engine/src/vulkan/backend/op_matvec_fused.rs; with the 32-element
+/// activation format defined up front (act.glsl's Q8_1 block head reads
+/// it; qdot.glsl defines Q8_K's for the super-block types).
 fn fused(
     ty: GgmlType,
     defines: &[(&'static str, &'static str)],
 ) -> Vec<(&'static str, &'static str)> {
-    let act = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-        ("ACT_Q8_1", "1")
-    } else {
-        ("ACT_Q8_0", "1")
+    let act = match ty {
+        GgmlType::Q4_1 | GgmlType::Q5_1 => vec![("ACT_Q8_1", "1")],
+        t if q8_legacy(t) => vec![("ACT_Q8_0", "1")],
+        _ => Vec::new(),
     };
-    [gpu_decode(ty), vec![act], defines.to_vec()].concat()
+    [gpu_decode(ty), act, defines.to_vec()].concat()
 }
 
 fn pro_quant(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
@@ -469,43 +486,43 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec_q",
         source: "matvec.comp",
         extra: pro_quant,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "matvec_q_add",
         source: "matvec.comp",
         extra: pro_quant_add,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "matvec_norm",
         source: "matvec.comp",
         extra: pro_norm,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "matvec_norm_out",
         source: "matvec.comp",
         extra: pro_norm_out,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "matvec_norm_rope",
         source: "matvec.comp",
         extra: pro_norm_rope,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "matvec_norm_out_rope",
         source: "matvec.comp",
         extra: pro_norm_out_rope,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "matvec_norm_out_glu",
         source: "matvec.comp",
         extra: pro_norm_out_glu,
-        only: Some(q8_legacy),
+        only: Some(fusable),
     },
     PerType {
         name: "get_rows",

@@ -43,6 +43,8 @@ mod vulkan_moe;
 mod vulkan_moe_cache;
 #[path = "vulkan_moe_model.rs"]
 mod vulkan_moe_model;
+#[path = "vulkan_norm_rope.rs"]
+mod vulkan_norm_rope;
 #[path = "vulkan_quantize.rs"]
 mod vulkan_quantize;
 #[path = "vulkan_replay.rs"]

@@ -3,9 +3,9 @@
 //! unfused, on the GPU kernel layout: a layer's chain (norm, two products
 //! of the normed row, a product of an f32 row, the residual add) recorded
 //! with the fusions on and off writes the same bits everywhere, in fewer
-//! dispatches; where a fusion does not apply (a row over 3072, a K-quant
-//! weight, an output of more than 1024 workgroups) the counts are the
-//! unfused ones; with a gated unit between the two products and the third
+//! dispatches (the 32-element and the super-block types alike); where a
+//! fusion does not apply (a row over 3072, an output of more than 1024
+//! workgroups) the counts are the unfused ones; with a gated unit between the two products and the third
 //! (a feed-forward block), the two products and the unit are one dispatch.
 //! The normed row is also the CPU's, bit for bit.
 
@@ -86,7 +86,7 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
     // Unfused: the norm with its quantization, three products, the
     // quantization of o1, the add; the norm and the quantization apart
     // where the norm's group is over 3072 or the format Q8_K. Fused: one
-    // dispatch per product.
+    // dispatch per product, the add in the last.
     let cases = [
         (GgmlType::Q4_0, 576, 576, 192, 6, 3),
         (GgmlType::Q4_1, 576, 1536, 1536, 6, 3),
@@ -96,8 +96,13 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
         // A row past the 3072 the prologue holds: only o1's product (64
         // wide) and the add fuse.
         (GgmlType::Q4_1, 4096, 64, 32, 7, 5),
-        // Q8_K activations: no fused variant.
-        (GgmlType::Q4_K, 512, 256, 256, 7, 7),
+        // Q8_K activations (the super-block types): unfused, the norm and
+        // its quantization are two dispatches.
+        (GgmlType::Q4_K, 512, 256, 256, 7, 3),
+        (GgmlType::Q6_K, 1024, 2048, 2048, 7, 3),
+        (GgmlType::Q2_K, 256, 3072, 512, 7, 3),
+        (GgmlType::Q3_K, 768, 256, 768, 7, 3),
+        (GgmlType::Q5_K, 3072, 512, 256, 7, 3),
         // 8224 rows: 1028 workgroups of 8 rows (and o1 too long for W3's
         // prologue); the second product reads the norm's quantization.
         (GgmlType::Q8_0, 64, 8224, 32, 6, 6),
@@ -119,10 +124,9 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
         assert_eq!(fewer, fused, "{what}: fused dispatches");
         if m1 == m2 {
             // A feed-forward block: unfused, the gated unit takes the
-            // quantization of o1 in (the same count); fused, the two
-            // products and the unit are one dispatch where the products
-            // were fused. Q8_K: the unit is a dispatch of its own either
-            // way.
+            // quantization of o1 in (the same count; Q8_K: the unit is a
+            // dispatch of its own); fused, the two products and the unit
+            // are one dispatch where the products were fused.
             for (i, kind) in [GluKind::SwiGlu, GluKind::GeGluTanh]
                 .into_iter()
                 .enumerate()
@@ -133,8 +137,9 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
                 let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2), glu);
                 let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2), glu);
                 same_bits(&what, &want, &got);
+                let k_unit = usize::from(ty.block_elems() == 256);
                 let counts = if fused == 3 {
-                    (unfused, 2)
+                    (unfused + k_unit, 2)
                 } else {
                     (unfused + 1, fused + 1)
                 };
@@ -152,7 +157,7 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
             "{what}: the norm differs from the CPU's"
         );
     }
-    assert_eq!(glu_runs, 4);
+    assert_eq!(glu_runs, 8);
     p.finish("fused matvecs");
 }
 
@@ -230,6 +235,7 @@ fn rope_and_cache_writes_in_the_matvec_epilogue_write_the_unfused_bits() {
         (GgmlType::Q4_1, (576, 9, 3, 64), KvType::F16),
         (GgmlType::Q8_0, (256, 4, 2, 32), KvType::F16),
         (GgmlType::Q5_0, (128, 2, 1, 128), KvType::F32),
+        (GgmlType::Q6_K, (512, 4, 2, 64), KvType::F16),
     ];
     for (case, &(ty, heads, kv_ty)) in cases.iter().enumerate() {
         let (d, nh, nkv, hd) = heads;

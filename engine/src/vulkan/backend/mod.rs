@@ -37,6 +37,7 @@ mod op_matmul_id;
 mod op_matvec_fused;
 mod op_matvec_rope;
 mod op_moe;
+mod op_norm_rope;
 mod op_quantize;
 mod ops_impl;
 mod readback;
@@ -68,6 +69,10 @@ const UPLOAD: u32 = 0;
 const DOWNLOAD: u32 = 1;
 const INBOX: u32 = 2;
 const FIRST_TENSOR: u32 = 3;
+/// Commands a fusion looks back over for the one it joins
+/// ([`VulkanBackend::last_touching`]): a layer's q and k chains interleave
+/// (norm q, norm k, RoPE q, RoPE k, scale q).
+const LOOK_BACK: usize = 8;
 
 /// How to create a [`VulkanBackend`].
 #[derive(Clone, Debug, Default)]
@@ -193,6 +198,9 @@ pub struct VulkanBackend {
     /// Whether a batch of rows on the GPU layout takes the attention kernel
     /// of several rows per workgroup (`attention_*_rows`).
     attention_rows: bool,
+    /// Whether a per-head norm is fused with the RoPE, query scale and
+    /// cache write after it (`op_norm_rope.rs`).
+    norm_rope: bool,
 }
 
 impl VulkanBackend {
@@ -248,6 +256,7 @@ impl VulkanBackend {
             rope_epilogue: true,
             integer_dot,
             attention_rows: true,
+            norm_rope: true,
         }
     }
 
@@ -281,6 +290,14 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_rope_epilogue(&mut self, on: bool) {
         self.rope_epilogue = on;
+    }
+
+    /// Turns the fusion of a per-head norm with the RoPE, query scale and
+    /// K cache write after it (`op_norm_rope.rs`) on (the default) or off;
+    /// the same bits (tests compare the two).
+    #[doc(hidden)]
+    pub fn set_norm_rope(&mut self, on: bool) {
+        self.norm_rope = on;
     }
 
     /// Turns the prefill products' packed integer dot products
@@ -456,6 +473,51 @@ impl VulkanBackend {
     /// it).
     pub(super) fn last_dispatch(&self) -> Option<LastDispatch<'_>> {
         self.dispatch_back(0)
+    }
+
+    /// The latest of the last [`LOOK_BACK`] commands that touches any byte
+    /// of `bind`, when it is a dispatch (a fusion may record it again in
+    /// place where the commands after it touch nothing of the new one:
+    /// [`VulkanBackend::untouched_after`]).
+    pub(super) fn last_touching(&self, bind: &Bind) -> Option<usize> {
+        let from = self.cmds.len().saturating_sub(LOOK_BACK);
+        let i = (from..self.cmds.len()).rev().find(|&i| {
+            self.cmds[i].access().iter().any(|a| {
+                a.buf == bind.buf
+                    && a.range.start < bind.bytes.end
+                    && bind.bytes.start < a.range.end
+            })
+        })?;
+        matches!(self.cmds[i], Cmd::Dispatch { .. }).then_some(i)
+    }
+
+    /// Whether no command after command `i` touches any byte of `binds`.
+    pub(super) fn untouched_after(&self, i: usize, binds: &[Bind]) -> bool {
+        self.cmds[i + 1..].iter().all(|c| {
+            c.access().iter().all(|a| {
+                binds.iter().all(|b| {
+                    a.buf != b.buf || a.range.end <= b.bytes.start || b.bytes.end <= a.range.start
+                })
+            })
+        })
+    }
+
+    /// Records `shader` in place of command `i` (a fusion; the commands
+    /// after it touch nothing of the new one).
+    pub(super) fn replace_dispatch(
+        &mut self,
+        i: usize,
+        shader: &'static Shader,
+        binds: &[Bind],
+        push: Vec<u8>,
+        groups: [u32; 3],
+    ) {
+        let n = self.cmds.len();
+        self.dispatch_bytes(shader, binds, push, groups);
+        if self.cmds.len() > n {
+            let c = self.cmds.pop().expect("recorded above");
+            self.cmds[i] = c;
+        }
     }
 
     /// The command recorded `back` commands before the last one, when it

@@ -204,6 +204,7 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
     };
     if super::op_matvec_rope::kv_into_matvec(b, src, width, dst.clone(), kv.ty, pos_at)
         || fuse_rope_into_write(b, kv, buf, width, src, pos_at)
+        || super::op_norm_rope::kv_into_norm_rope(b, src, width, dst.clone(), kv.ty, pos_at)
     {
         return;
     }
@@ -271,12 +272,8 @@ fn fuse_rope_into_write(
         KvType::F32 => &shaders::ROPE_KV_F32,
         KvType::F16 => &shaders::ROPE_KV_F16,
     };
-    let (lo, hi) = (rope_pos_at.min(pos_at), rope_pos_at.max(pos_at));
     // Both positions: the inbox words from the lower to the higher.
-    let steps = Bind {
-        bytes: Bind::step(lo).bytes.start..Bind::step(hi).bytes.end,
-        ..Bind::step(lo)
-    };
+    let steps = Bind::steps(rope_pos_at, pos_at);
     let dst = Bind {
         buf,
         bytes: cache_bytes(kv, 0, kv.n_ctx * width),

@@ -233,6 +233,11 @@ pub(super) fn is_add(shader: &Shader, push: &[u8]) -> bool {
 /// parameters push constants (`UNARY_*` there).
 pub(super) fn unary(b: &mut VulkanBackend, op: UnaryOp, x: Act) {
     // The code of `UNARY_*` in the shader, and the parameters.
+    if let UnaryOp::Scale(s) = op {
+        if super::op_norm_rope::scale_into_norm_rope(b, x, s) {
+            return;
+        }
+    }
     let (code, a, c) = match op {
         UnaryOp::Scale(s) => (0, s, 0.0),
         // `1 / cap` rounded to f32 on the host, as the CPU does.
@@ -397,7 +402,9 @@ pub(super) fn rope(b: &mut VulkanBackend, x: Act, p: &RopeParams, pos0: usize) {
         theta_scale: p.base.powf(-2.0f32 / n_rot as f32),
         freq_scale: p.freq_scale,
     };
-    if super::op_matvec_rope::rope_into_matvec(b, x, &push) {
+    if super::op_matvec_rope::rope_into_matvec(b, x, &push)
+        || super::op_norm_rope::rope_into_norm(b, x, &push)
+    {
         return;
     }
     let groups = b.groups_1d(&shaders::ROPE, u64::from(push.rows) * u64::from(half));

@@ -1,8 +1,8 @@
 //! The decode matvec fused with the op that feeds it and the residual add
 //! that follows it: `shaders/matvec.comp`'s `PRO_*` / `EPI_ADD` variants
 //! (`by_type::MATVEC_Q`, `MATVEC_NORM`, ...), for the GPU kernel layout,
-//! one activation row, and the block types whose activations are Q8_0 or
-//! Q8_1 (`q8_legacy` of engine/build/variants.rs).
+//! one activation row, and the block types whose activations are Q8_0,
+//! Q8_1 or Q8_K (`fusable` of engine/build/variants.rs).
 //!
 //! A decode step's chain `rms_norm -> quantize -> matvec` (Q, K, V; gate,
 //! up) becomes one dispatch per product whose every workgroup computes the
@@ -187,7 +187,7 @@ enum Source {
 }
 
 /// Records `out = W x` for one activation row as a fused matvec, when it
-/// applies: the GPU kernel layout, a Q8_0 / Q8_1 block type with its fused
+/// applies: the GPU kernel layout, a block type with its fused
 /// variants, one chunk, a row of whole blocks of at most [`MAX_K`]
 /// elements not already quantized. Returns whether it did.
 pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) -> bool {

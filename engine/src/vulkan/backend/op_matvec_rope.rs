@@ -120,33 +120,6 @@ fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
     col0 == 0 && rows == n_out && rows.is_multiple_of(2) && rows_per_wg.is_multiple_of(2)
 }
 
-/// Inbox words `a` and `b` and all between them, as one binding.
-fn steps(a: u32, b: u32) -> Bind {
-    let (lo, hi) = (a.min(b), a.max(b));
-    Bind {
-        bytes: Bind::step(lo).bytes.start..Bind::step(hi).bytes.end,
-        ..Bind::step(lo)
-    }
-}
-
-/// Replaces command `j` by `shader` with `binds` and `push` (the same
-/// workgroups).
-fn rerecord(
-    b: &mut VulkanBackend,
-    j: usize,
-    shader: &'static crate::vulkan::Shader,
-    binds: &[Bind],
-    push: Vec<u8>,
-    groups: [u32; 3],
-) {
-    b.dispatch_bytes(shader, binds, push, groups);
-    let cmd = b
-        .cmds
-        .pop()
-        .expect("just recorded: the groups are not empty");
-    b.cmds[j] = cmd;
-}
-
 /// Records the RoPE `p` of `x` (one row) as the epilogue of the normed
 /// matvec that wrote it, when it applies. Returns whether it did.
 pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
@@ -188,7 +161,7 @@ pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> b
     push_epi(&mut push, &epi);
     // The cache binding, unused (kv 0): the output itself.
     binds.extend([Bind::step(p.pos_at), xb]);
-    rerecord(b, j, shader, &binds, push, groups);
+    b.replace_dispatch(j, shader, &binds, push, groups);
     true
 }
 
@@ -248,8 +221,8 @@ pub(super) fn kv_into_matvec(
     epi.kv_pos_at = pos_at;
     epi.kv_width = u32::try_from(width).expect("a cache row width fits u32");
     push_epi(&mut push, &epi);
-    binds.extend([steps(epi.pos_at, pos_at), dst]);
-    rerecord(b, j, shader, &binds, push, groups);
+    binds.extend([Bind::steps(epi.pos_at, pos_at), dst]);
+    b.replace_dispatch(j, shader, &binds, push, groups);
     true
 }
 

@@ -80,6 +80,16 @@ impl Bind {
         }
     }
 
+    /// Inbox words `a` and `b` and all between them (two positions one
+    /// shader reads).
+    pub fn steps(a: u32, b: u32) -> Bind {
+        let (lo, hi) = (a.min(b), a.max(b));
+        Bind {
+            bytes: Bind::step(lo).bytes.start..Bind::step(hi).bytes.end,
+            ..Bind::step(lo)
+        }
+    }
+
     /// A whole weight chunk.
     pub fn chunk(w: &GpuWeight, c: &WeightChunk) -> Bind {
         Bind {
