@@ -60,10 +60,20 @@ layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
 #ifdef KV_F16
 layout(set = 0, binding = 1, std430) readonly buffer K { uint kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { uint vc[]; };
+// The K cache again, 16 bytes a read: eight halves, low first.
+layout(set = 0, binding = 1, std430) readonly buffer K4 { uvec4 kc4[]; };
+#define KVEC 8u
 #else
 layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
+layout(set = 0, binding = 1, std430) readonly buffer K4 { vec4 kc4[]; };
+#define KVEC 4u
 #endif
+// One row (decode): key elements in flight at once, and keys' values per
+// output dimension (RUN_V of each of at most VD dimensions).
+#define RUN_K 64u
+#define RUN_V 16u
+#define VD 4u
 #ifdef SPLIT
 layout(set = 0, binding = 3, std430) coherent buffer Part { uint part[]; };
 layout(set = 0, binding = 5, std430) writeonly buffer Out { float o[]; };
@@ -126,13 +136,42 @@ float k_at(uint e) {
 float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
     precise float s = 0.0;
     uint dk = p.head_dim_k;
-#ifdef SPLIT
-    // Decode: a run of a tile or two per workgroup, latency-bound: each
-    // invocation reads its own key, LOADS elements in flight at once (the
-    // same sum).
+#if RB == 1
+    // One row (decode: a tile or two per workgroup, latency-bound): each
+    // invocation reads its own key, RUN_K elements in flight at once, in
+    // reads of KVEC elements where the key is aligned to them (the same
+    // sum, in order).
     if (tid < n) {
         uint base = (j0 + tid) * p.k_width + kbase;
         uint i = 0u;
+        if (base % KVEC == 0u) {
+            for (; i + RUN_K <= dk; i += RUN_K) {
+#ifdef KV_F16
+                uvec4 kv[RUN_K / KVEC];
+#else
+                vec4 kv[RUN_K / KVEC];
+#endif
+                for (uint u = 0u; u < RUN_K / KVEC; u++) {
+                    kv[u] = kc4[(base + i) / KVEC + u];
+                }
+                for (uint u = 0u; u < RUN_K / KVEC; u++) {
+                    uint e = i + KVEC * u;
+#ifdef KV_F16
+                    for (uint w = 0u; w < 4u; w++) {
+                        vec2 h = unpackHalf2x16(kv[u][w]);
+                        s += sq[(e + 2u * w) >> 2][(e + 2u * w) & 3u] * h.x;
+                        s += sq[(e + 2u * w + 1u) >> 2][(e + 2u * w + 1u) & 3u] * h.y;
+                    }
+#else
+                    vec4 q4 = sq[e >> 2]; // e % 4 == 0
+                    s += q4.x * kv[u].x;
+                    s += q4.y * kv[u].y;
+                    s += q4.z * kv[u].z;
+                    s += q4.w * kv[u].w;
+#endif
+                }
+            }
+        }
         for (; i + LOADS <= dk; i += LOADS) {
             float kv[LOADS];
             for (uint u = 0u; u < LOADS; u++) {
@@ -275,6 +314,51 @@ void main() {
         if (ka < kb) {
             l = l * alpha + red[rs];
             m = m_new;
+#if RB == 1
+            // One row: the invocation's dimensions (at most VD) together,
+            // RUN_V keys' values of each in flight at once, each
+            // dimension's sum in order as below.
+            if (dv <= VD * WG) {
+                precise float x[VD];
+                for (uint a = 0u; a < VD; a++) {
+                    x[a] = acc[a] * alpha;
+                }
+                uint vrow = (j0 + ka) * p.v_width + vbase + tid;
+                uint jj = ka;
+                for (; jj + RUN_V <= kb; jj += RUN_V) {
+                    float vv[VD][RUN_V];
+                    for (uint a = 0u; a < VD; a++) {
+                        if (tid + a * WG < dv) {
+                            for (uint u = 0u; u < RUN_V; u++) {
+                                vv[a][u] = v_at(vrow + a * WG + u * p.v_width);
+                            }
+                        }
+                    }
+                    for (uint a = 0u; a < VD; a++) {
+                        if (tid + a * WG < dv) {
+                            for (uint u = 0u; u < RUN_V; u++) {
+                                uint pj = rs + jj + u;
+                                x[a] += sp[pj >> 2][pj & 3u] * vv[a][u];
+                            }
+                        }
+                    }
+                    vrow += RUN_V * p.v_width;
+                }
+                for (; jj < kb; jj++) {
+                    for (uint a = 0u; a < VD; a++) {
+                        if (tid + a * WG < dv) {
+                            x[a] += sp[(rs + jj) >> 2][(rs + jj) & 3u] * v_at(vrow + a * WG);
+                        }
+                    }
+                    vrow += p.v_width;
+                }
+                for (uint a = 0u; a < VD; a++) {
+                    if (tid + a * WG < dv) {
+                        acc[a] = x[a];
+                    }
+                }
+            } else
+#endif
             for (uint a = 0u; a < ACC; a++) {
                 uint d = tid + a * WG;
                 if (d < dv) {

@@ -17,6 +17,16 @@ pub enum Access {
     ReadWrite,
 }
 
+/// The access of one binding declared twice.
+fn merge(a: Access, b: Access) -> Access {
+    match (a, b) {
+        (Access::Unused, x) | (x, Access::Unused) => x,
+        (Access::Read, Access::Read) => Access::Read,
+        (Access::Write, Access::Write) => Access::Write,
+        _ => Access::ReadWrite,
+    }
+}
+
 /// What the pipeline layout needs from one shader.
 pub struct Reflection {
     /// Indexed by binding number in set 0.
@@ -188,9 +198,14 @@ pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
                     (false, false) => Access::ReadWrite,
                     (true, true) => Access::Unused,
                 };
-                if bindings.insert(binding, access).is_some() {
-                    return Err(format!("binding {binding} is declared twice"));
-                }
+                // A binding declared twice (one buffer read through two
+                // block types, e.g. words and 16-byte vectors) is accessed
+                // as both declarations together.
+                let access = match bindings.get(&binding) {
+                    None => access,
+                    Some(&prev) => merge(prev, access),
+                };
+                bindings.insert(binding, access);
             }
             _ => {}
         }
