@@ -14,7 +14,10 @@
 // each block is dotted in integers (common/qdot.glsl, the CPU's products bit
 // for bit). A workgroup computes ROWS_PER_WG weight rows, TPR invocations
 // per row striding over its blocks, then sums their partial sums in shared
-// memory.
+// memory. KSPLIT (the super-block types): each block in KSPLIT parts on
+// consecutive lanes, their exact integer sums added before the block's f32
+// term (a quarter of the serial work per lane; each block's term the bits
+// one lane takes for it).
 //
 // Fused variants (block types whose dot format is Q8_0, Q8_1 or Q8_K; one
 // activation row of at most MAX_K elements; op_matvec_fused.rs): instead of
@@ -192,6 +195,14 @@ layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
 #endif
 
 shared float red[RED];
+#ifdef KSPLIT
+#if (128 / ROWS_PER_WG) % KSPLIT != 0 || 16 % KSPLIT != 0
+#error "matvec.comp: KSPLIT must divide TPR and 16"
+#endif
+// The parts' integer lane sums (qdot_k_part).
+shared ivec4 kpart0[WG];
+shared ivec4 kpart1[WG];
+#endif
 
 #ifdef PROLOGUE
 // The activation row into SA: computed (and, with PRO_OUT, written by
@@ -306,8 +317,13 @@ void main() {
     // reads below then find it in cache); compared with a value the
     // matvec never pushes (units is 0), so the compiler keeps the load.
     uint early = 0u;
-    if (row < p.rows && lane < nb) {
-        early = WORD((wb + row * p.row_bytes + lane * BLOCK_BYTES) >> 2);
+#ifdef KSPLIT
+    uint first_blk = lane / KSPLIT;
+#else
+    uint first_blk = lane;
+#endif
+    if (row < p.rows && first_blk < nb) {
+        early = WORD((wb + row * p.row_bytes + first_blk * BLOCK_BYTES) >> 2);
     }
     prologue(tid, wgi == 0u);
     xo = 0u; // the blocks in SA
@@ -315,6 +331,40 @@ void main() {
         acc[0] = 1.0;
     }
 #endif
+#ifdef KSPLIT
+    // Super-blocks in KSPLIT parts of 16 / KSPLIT groups, a part a lane
+    // (a block's parts on consecutive lanes of its row): the parts'
+    // integer sums are added (exactly) through shared memory by the
+    // block's first lane, which then takes its f32 term. Every invocation
+    // runs the same rounds (barriers).
+    uint units = nb * KSPLIT;
+    for (uint u0 = 0u; u0 < units; u0 += TPR) {
+        uint u = u0 + lane;
+        uint blk = u / KSPLIT;
+        uint part = u % KSPLIT;
+        bool live = row < p.rows && u < units;
+        uint bb = wb + row * p.row_bytes + blk * BLOCK_BYTES;
+        uint ab[1];
+        ab[0] = xo + blk * ACT_WORDS;
+        ivec4 a0[1], a1[1];
+        a0[0] = ivec4(0);
+        a1[0] = ivec4(0);
+        if (live) {
+            qdot_k_part(bb, ab, part * (16u / KSPLIT), (part + 1u) * (16u / KSPLIT), a0, a1);
+        }
+        kpart0[tid] = a0[0];
+        kpart1[tid] = a1[0];
+        barrier();
+        if (live && part == 0u) {
+            for (uint j = 1u; j < KSPLIT; j++) {
+                a0[0] += kpart0[tid + j];
+                a1[0] += kpart1[tid + j];
+            }
+            qdot_k_finish(bb, ab, a0, a1, acc);
+        }
+        barrier();
+    }
+#else
     if (row < p.rows) {
         uint rb = wb + row * p.row_bytes;
         uint ab[1];
@@ -323,6 +373,7 @@ void main() {
             qdot_block(rb + blk * BLOCK_BYTES, ab, acc);
         }
     }
+#endif
     red[tid] = acc[0];
     barrier();
     for (uint s = TPR / 2u; s > 0u; s >>= 1) {

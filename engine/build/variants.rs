@@ -380,6 +380,9 @@ fn gpu_decode(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     match ty.block_elems() {
         1 => Vec::new(),
         32 => vec![("ROWS_PER_WG", "8")],
+        // The super-block types with Q8_K products: four lanes a block
+        // (KSPLIT), 32 lanes a row.
+        _ if q8_k_dot(ty) => vec![("ROWS_PER_WG", "4"), ("KSPLIT", "4")],
         _ => vec![("ROWS_PER_WG", "16")],
     }
 }

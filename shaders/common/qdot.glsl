@@ -287,23 +287,44 @@ float k_lanes_value(ivec4 aux0, ivec4 aux1, float xd, float yd) {
 }
 #endif
 
-void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
+// The exact integer sums of groups g0..g1 (of 16) of a super-block, added
+// to aux0 / aux1 (Q2_K: its one sum in aux0.x; else lanes 0..3 and 4..7):
+// a block's parts may be summed apart and added together (matvec.comp
+// KSPLIT) before qdot_k_finish takes its f32 value.
+void qdot_k_part(uint bb, uint ab[QT], uint g0, uint g1, inout ivec4 aux0[QT], inout ivec4 aux1[QT]) {
 #if defined(WEIGHT_Q2_K)
-    // One integer sum over the block, the mins through bsums.
-    int isum[QT];
-    for (uint t = 0u; t < QT; t++) {
-        isum[t] = 0;
-    }
-    for (uint g = 0u; g < 16u; g++) {
+    for (uint g = g0; g < g1; g++) {
         int sc = kscale(bb, g);
         for (uint k = 0u; k < 4u; k++) {
             uint w = 4u * g + k;
             ivec4 a = kq(bb, w) * sc;
             for (uint t = 0u; t < QT; t++) {
-                isum[t] += hsum(a * i8x4i(ACT(ab[t], t, 1u + w)));
+                aux0[t].x += hsum(a * i8x4i(ACT(ab[t], t, 1u + w)));
             }
         }
     }
+#else
+    // Lanes as ggml's generic kernels: lane l sums the elements e % 8 == l,
+    // each product times its group's scale. Word w's elements are lanes
+    // 4 (w & 1)..: aux0 holds lanes 0..3, aux1 lanes 4..7.
+    for (uint g = g0; g < g1; g++) {
+        int sc = kscale(bb, g);
+        for (uint k = 0u; k < 4u; k += 2u) {
+            uint w = 4u * g + k;
+            ivec4 a0 = kq(bb, w) * sc;
+            ivec4 a1 = kq(bb, w + 1u) * sc;
+            for (uint t = 0u; t < QT; t++) {
+                aux0[t] += a0 * i8x4i(ACT(ab[t], t, 1u + w));
+                aux1[t] += a1 * i8x4i(ACT(ab[t], t, 2u + w));
+            }
+        }
+    }
+#endif
+}
+
+// The super-block's f32 term from its whole integer sums, added to acc.
+void qdot_k_finish(uint bb, uint ab[QT], ivec4 aux0[QT], ivec4 aux1[QT], inout float acc[QT]) {
+#if defined(WEIGHT_Q2_K)
     float xd = rd_f16(bb + 80u);
     float xdmin = rd_f16(bb + 82u);
     for (uint t = 0u; t < QT; t++) {
@@ -316,30 +337,10 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
         float yd = uintBitsToFloat(ACT(ab[t], t, 0u));
         precise float dall = yd * xd;
         precise float dmin = yd * xdmin;
-        precise float v = dall * float(isum[t]) - dmin * float(summs);
+        precise float v = dall * float(aux0[t].x) - dmin * float(summs);
         acc[t] += v;
     }
 #else
-    // Lanes as ggml's generic kernels: lane l sums the elements e % 8 == l,
-    // each product times its group's scale. Word w's elements are lanes
-    // 4 (w & 1)..: aux0 holds lanes 0..3, aux1 lanes 4..7.
-    ivec4 aux0[QT], aux1[QT];
-    for (uint t = 0u; t < QT; t++) {
-        aux0[t] = ivec4(0);
-        aux1[t] = ivec4(0);
-    }
-    for (uint g = 0u; g < 16u; g++) {
-        int sc = kscale(bb, g);
-        for (uint k = 0u; k < 4u; k += 2u) {
-            uint w = 4u * g + k;
-            ivec4 a0 = kq(bb, w) * sc;
-            ivec4 a1 = kq(bb, w + 1u) * sc;
-            for (uint t = 0u; t < QT; t++) {
-                aux0[t] += a0 * i8x4i(ACT(ab[t], t, 1u + w));
-                aux1[t] += a1 * i8x4i(ACT(ab[t], t, 2u + w));
-            }
-        }
-    }
     float xd = k_scale(bb);
 #if defined(WEIGHT_Q4_K) || defined(WEIGHT_Q5_K)
     float xdmin = k_min_scale(bb);
@@ -361,6 +362,16 @@ void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
         acc[t] += v;
     }
 #endif
+}
+
+void qdot_block(uint bb, uint ab[QT], inout float acc[QT]) {
+    ivec4 aux0[QT], aux1[QT];
+    for (uint t = 0u; t < QT; t++) {
+        aux0[t] = ivec4(0);
+        aux1[t] = ivec4(0);
+    }
+    qdot_k_part(bb, ab, 0u, 16u, aux0, aux1);
+    qdot_k_finish(bb, ab, aux0, aux1, acc);
 }
 
 #else
