@@ -50,6 +50,13 @@
 // pair one word). Bindings after the prologue's: the step words, the
 // cache (u32 words; bound to the output when kv is 0). A dispatch and a
 // barrier fewer again: attention follows the products at once.
+// EPI_POST_NORM (with PRO_QUANT; op_matvec_fused.rs post_norm_into_matvec):
+// the output row's RMS norm (one group of all the rows, eps f.eps, weight
+// at binding 3) in place and its add into the residual (binding 4 from
+// element res_offset), as rms_norm.comp's ADD_TO writes them, by the
+// workgroup that counts itself done last on binding 5's word 0 (which it
+// puts back to zero): a post-norm and its residual add with no dispatch
+// or barrier of their own (Gemma-3).
 // Push: WeightPush, FusedPush (EPI_ROPE: then RopeEpi).
 
 #include "weights.glsl"
@@ -58,7 +65,12 @@
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
+#ifdef EPI_POST_NORM
+// The last workgroup reads the others' outputs.
+layout(set = 0, binding = 2, std430) coherent buffer Ot { float O[]; };
+#else
 layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
+#endif
 
 #if defined(PRO_QUANT) || defined(PRO_NORM) || defined(PRO_GLU)
 #define PROLOGUE 1
@@ -120,21 +132,29 @@ layout(set = 0, binding = 1, std430) readonly buffer Xt { float X[]; };
 #define RED (NR * WG)
 #elif defined(PROLOGUE)
 layout(set = 0, binding = 1, std430) readonly buffer Xt { float XS[]; };
-#if defined(PRO_NORM) || defined(PRO_GLU)
+#if defined(PRO_NORM) || defined(PRO_GLU) || defined(EPI_POST_NORM)
 layout(set = 0, binding = 3, std430) readonly buffer Aux { float AUX[]; };
 #endif
 #ifdef PRO_OUT
 layout(set = 0, binding = 4, std430) writeonly buffer Po { float PO[]; };
 #endif
-#ifdef EPI_ADD
+#if defined(EPI_ADD) || defined(EPI_POST_NORM)
 #if defined(PRO_OUT)
 #define RES_BINDING 5
-#elif defined(PRO_NORM) || defined(PRO_GLU)
+#elif defined(PRO_NORM) || defined(PRO_GLU) || defined(EPI_POST_NORM)
 #define RES_BINDING 4
 #else
 #define RES_BINDING 3
 #endif
 layout(set = 0, binding = RES_BINDING, std430) buffer Rt { float R[]; };
+#endif
+#ifdef EPI_POST_NORM
+// The count of workgroups done (word 0; zero between dispatches).
+layout(set = 0, binding = 5, std430) coherent buffer Ct { uint CNT[]; };
+shared bool post_last; // this workgroup counted last
+#define RMS_WG WG
+#define RMS_VAL(a, b, c) O[(a) + (c)]
+#include "rms.glsl"
 #endif
 #ifdef EPI_ROPE
 #include "math.glsl"
@@ -430,6 +450,33 @@ void main() {
         R[ri] = R[ri] + v;
 #endif
     }
+#ifdef EPI_POST_NORM
+    // The workgroup that counts last takes the RMS norm of the whole
+    // output row (one group, weight AUX) in place and adds it to the
+    // residual, as rms_norm.comp ADD_TO does: every workgroup's outputs
+    // are made visible before its count, and read after the last.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+        uint nwg = (p.rows + ROWS_PER_WG - 1u) / ROWS_PER_WG;
+        post_last = atomicAdd(CNT[0], 1u) == nwg - 1u;
+    }
+    barrier();
+    if (post_last) {
+        memoryBarrierBuffer();
+        precise float scale = rms_scale(oo, 0u, p.rows, tid, f.eps);
+        for (uint c = tid; c < p.rows; c += WG) {
+            precise float y = O[oo + c] * scale;
+            y = y * AUX[c];
+            O[oo + c] = y;
+            uint ri = f.res_offset + c;
+            R[ri] = R[ri] + y;
+        }
+        if (tid == 0u) {
+            CNT[0] = 0u; // for the next dispatch
+        }
+    }
+#endif
 #endif
 #endif
 }

@@ -331,6 +331,10 @@ fn pro_quant_add(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     fused(ty, &[("PRO_QUANT", "1"), ("EPI_ADD", "1")])
 }
 
+fn pro_quant_post(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(ty, &[("PRO_QUANT", "1"), ("EPI_POST_NORM", "1")])
+}
+
 fn pro_norm(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     fused(ty, &[("PRO_NORM", "1")])
 }
@@ -495,6 +499,12 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec_q_add",
         source: "matvec.comp",
         extra: pro_quant_add,
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_q_post",
+        source: "matvec.comp",
+        extra: pro_quant_post,
         only: Some(fusable),
     },
     PerType {

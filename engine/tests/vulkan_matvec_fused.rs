@@ -272,3 +272,69 @@ fn rope_and_cache_writes_in_the_matvec_epilogue_write_the_unfused_bits() {
     }
     p.finish("rope epilogue");
 }
+
+/// A matvec of an f32 row, the RMS norm of its output in place and the add
+/// of that into the residual, twice in one recording (Gemma-3's post-norms:
+/// the second finds the counter back at zero): (out, residual) of each,
+/// and the dispatches.
+fn post_norm_chain(
+    p: &mut Pair,
+    fused: bool,
+    w: engine::ops::Weight,
+    norm: engine::ops::Weight,
+    dims: (usize, usize),
+    seed: u64,
+) -> (Vec<Vec<f32>>, usize) {
+    let (n_in, n_out) = dims;
+    p.gpu.set_matvec_fusion(fused);
+    let x = p.act(1, n_out, &values(seed, n_out));
+    let mut outs = Vec::new();
+    let before = p.gpu.stats().dispatches;
+    for i in 0..2u64 {
+        let a0: Vec<f32> = values(seed + 1 + i, n_in).iter().map(|v| v * 3.0).collect();
+        let a = p.act(1, n_in, &a0);
+        let y = p.zeros(1, n_out);
+        p.gpu.matmul(w, a.gpu, y.gpu);
+        p.gpu.rms_norm(y.gpu, Some(norm), 1e-6, n_out, y.gpu);
+        p.gpu.add(x.gpu, y.gpu);
+        outs.push(y);
+    }
+    let mut got: Vec<Vec<f32>> = outs.into_iter().map(|y| p.read(y).1).collect();
+    got.push(p.read(x).1);
+    (got, p.gpu.stats().dispatches - before)
+}
+
+#[test]
+fn a_post_norm_and_its_add_in_the_matvec_epilogue_write_the_unfused_bits() {
+    let mut p = Pair::new();
+    p.gpu.set_kernel_layout(KernelLayout::Gpu);
+    // (type, n_in, n_out, fused): 8224 outputs is past the 1024
+    // workgroups a fused matvec takes.
+    let cases = [
+        (GgmlType::Q4_K, 1024, 640, true),
+        (GgmlType::Q6_K, 2048, 640, true),
+        (GgmlType::Q4_1, 576, 576, true),
+        (GgmlType::Q5_0, 256, 3000, true),
+        (GgmlType::Q8_0, 64, 8224, false),
+    ];
+    for (case, &(ty, n_in, n_out, fuses)) in cases.iter().enumerate() {
+        let seed = 4000 + 10 * case as u64;
+        let what = format!("{} {n_in} -> {n_out}", ty.name());
+        let (w, _) = weight(ty, n_in, n_out, seed);
+        let wn = WeightSource::from_f32("post_norm.weight", n_out, 1, &values(seed + 1, n_out));
+        let (w, norm) = (p.weight(&w).1, p.weight(&wn).1);
+        let (want, plain) = post_norm_chain(&mut p, false, w, norm, (n_in, n_out), seed + 2);
+        let (got, n) = post_norm_chain(&mut p, true, w, norm, (n_in, n_out), seed + 2);
+        for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+            assert!(
+                bits(a) == bits(b),
+                "{what}: output {i} differs from the unfused bits"
+            );
+        }
+        // Unfused: the quantization, the product, the norm with its add;
+        // fused: one dispatch each time.
+        assert_eq!(plain, 6, "{what}: unfused dispatches");
+        assert_eq!(n, if fuses { 2 } else { 6 }, "{what}: fused dispatches");
+    }
+    p.finish("post-norm epilogue");
+}

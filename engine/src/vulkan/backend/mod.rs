@@ -201,6 +201,8 @@ pub struct VulkanBackend {
     /// Whether a per-head norm is fused with the RoPE, query scale and
     /// cache write after it (`op_norm_rope.rs`).
     norm_rope: bool,
+    /// The post-norm epilogue's counter word (`op_matvec_fused.rs`).
+    post_counter: Option<u32>,
 }
 
 impl VulkanBackend {
@@ -233,7 +235,7 @@ impl VulkanBackend {
         let budget = ctx.limits().device_local_bytes;
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
         let integer_dot = ctx.limits().integer_dot;
-        VulkanBackend {
+        let mut b = VulkanBackend {
             pending: None,
             replay: None,
             replay_enabled: true,
@@ -257,7 +259,12 @@ impl VulkanBackend {
             integer_dot,
             attention_rows: true,
             norm_rope: true,
-        }
+            post_counter: None,
+        };
+        // Made now, so that no recorded step holds its zero fill (a decode
+        // step replays only what the step before it recorded).
+        b.post_counter = b.new_buffer("matvec epilogue counter", 4, false, true).ok();
+        b
     }
 
     /// Lowers the device-memory budget (tests: a model that does not fit).

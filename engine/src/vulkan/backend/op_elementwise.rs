@@ -154,6 +154,9 @@ fn norm_into_add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     if fault::active("missing-barrier") {
         return false;
     }
+    if super::op_matvec_fused::post_norm_into_matvec(b, x, y) {
+        return true;
+    }
     let Some(super::LastDispatch {
         shader,
         push: norm_push,

@@ -59,13 +59,14 @@ pub(super) const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
 const _: () = assert!(PUSH_BYTES == 60);
 const _: () = {
     use shaders::by_type::{
-        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_Q, MATVEC_Q_ADD,
+        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_Q, MATVEC_Q_ADD, MATVEC_Q_POST,
     };
     let mut t = 0;
     while t < MATVEC_Q.len() {
         let all = [
             MATVEC_Q[t],
             MATVEC_Q_ADD[t],
+            MATVEC_Q_POST[t],
             MATVEC_NORM[t],
             MATVEC_NORM_OUT[t],
             MATVEC_NORM_OUT_GLU[t],
@@ -99,6 +100,9 @@ const MAX_FUSED_WORKGROUPS: usize = 1024;
 pub(super) enum Kind {
     Quant,
     QuantAdd,
+    /// `Quant` with the post-norm and residual add after it
+    /// ([`post_norm_into_matvec`]).
+    QuantPost,
     Norm,
     NormOut,
     NormOutGlu,
@@ -109,9 +113,10 @@ pub(super) enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::Quant,
         Kind::QuantAdd,
+        Kind::QuantPost,
         Kind::Norm,
         Kind::NormOut,
         Kind::NormOutGlu,
@@ -125,6 +130,7 @@ pub(super) fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
     match kind {
         Kind::Quant => &t::MATVEC_Q,
         Kind::QuantAdd => &t::MATVEC_Q_ADD,
+        Kind::QuantPost => &t::MATVEC_Q_POST,
         Kind::Norm => &t::MATVEC_NORM,
         Kind::NormOut => &t::MATVEC_NORM_OUT,
         Kind::NormOutGlu => &t::MATVEC_NORM_OUT_GLU,
@@ -351,6 +357,106 @@ pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     b.cmds.pop();
     b.dispatch_bytes(shader, &binds, push, groups);
     true
+}
+
+/// The largest row a post-norm epilogue takes (one workgroup norms it).
+const MAX_POST_ROW: usize = 8192;
+
+/// Records `x += y` after the RMS norm recorded last (in place on `y`,
+/// one group of the whole row, with its weight) within the fused matvec
+/// recorded before it, when that matvec wrote exactly `y` (one row, all of
+/// its rows) and touches nothing of `x`: the `EPI_POST_NORM` variant
+/// replaces both, its last workgroup norming the row and adding it (a
+/// post-norm, Gemma-3's). Not while fault `gpu-post-norm-add` is injected
+/// (it acts on `rms_norm.comp`'s ADD_TO, which then runs as before).
+/// Returns whether it did.
+pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b)
+        || fault::active("gpu-post-norm-add")
+        || y.rows() != 1
+        || y.width() > MAX_POST_ROW
+    {
+        return false;
+    }
+    let (Some(mv), Some(norm)) = (b.dispatch_back(1), b.last_dispatch()) else {
+        return false;
+    };
+    let Some((Kind::Quant, t)) = kind_of(mv.shader) else {
+        return false;
+    };
+    if norm.shader.index != shaders::RMS_NORM_W.index {
+        return false;
+    }
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    // Norm bindings: x, out, w; matvec: weight, input, out.
+    let nb: Vec<Bind> = norm.access.iter().map(Access::bind).collect();
+    let mb: Vec<Bind> = mv.access.iter().map(Access::bind).collect();
+    let field = |push: &[u8], at: usize| read_u32(push, at);
+    let n_groups = field(norm.push, std::mem::offset_of!(RmsNormPush, n_groups));
+    let eps = field(norm.push, std::mem::offset_of!(RmsNormPush, eps));
+    let w_at = std::mem::offset_of!(MatvecFusedPush, w);
+    let rows = field(mv.push, w_at + std::mem::offset_of!(WeightPush, rows));
+    let col0 = field(mv.push, w_at + std::mem::offset_of!(WeightPush, col0));
+    if nb[0] != yb
+        || nb[1] != yb
+        || n_groups != 1
+        || mb[2] != yb
+        || col0 != 0
+        || rows as usize != y.width()
+        || overlaps(&xb, &yb)
+        || mb.iter().any(|m| overlaps(m, &xb))
+    {
+        return false;
+    }
+    let mut push = mv.push.to_vec();
+    let groups = mv.groups;
+    let (w, input) = (mb[0].clone(), mb[1].clone());
+    let norm_w = nb[2].clone();
+
+    let f_at = std::mem::offset_of!(MatvecFusedPush, f);
+    let put = |push: &mut Vec<u8>, at: usize, v: u32| {
+        push[f_at + at..f_at + at + 4].copy_from_slice(&v.to_le_bytes());
+    };
+    put(&mut push, std::mem::offset_of!(FusedPush, aux_offset), 0);
+    put(&mut push, std::mem::offset_of!(FusedPush, eps), eps);
+    put(
+        &mut push,
+        std::mem::offset_of!(FusedPush, res_offset),
+        u32_of(x.elems().start, "offset"),
+    );
+    let shader = variants(Kind::QuantPost)[t].expect("every family has the same types");
+    b.cmds.truncate(b.cmds.len() - 2);
+    b.norm_prologue = None;
+    // After the two are taken off: making the counter records its fill.
+    if let Some(cnt) = post_counter(b) {
+        let binds = [w, input, yb, norm_w, xb, cnt];
+        b.dispatch_bytes(shader, &binds, push, groups);
+    }
+    true
+}
+
+/// The post-norm epilogue's counter (one word, zero between dispatches;
+/// the hazard tracker orders the dispatches that share it), or `None`
+/// with the backend's error set.
+fn post_counter(b: &mut VulkanBackend) -> Option<Bind> {
+    let slot = match b.post_counter {
+        Some(slot) => slot,
+        None => match b.new_buffer("matvec epilogue counter", 4, false, true) {
+            Ok(slot) => {
+                b.post_counter = Some(slot);
+                slot
+            }
+            Err(e) => {
+                let e = b.vk_err("matvec epilogue counter", 4, e);
+                b.fail(e);
+                return None;
+            }
+        },
+    };
+    Some(Bind {
+        buf: slot,
+        bytes: 0..4,
+    })
 }
 
 /// Records the gated unit `x = glu(x, y)` (x the gate's product, y the up
