@@ -12,10 +12,10 @@
 use crate::vulkan_support;
 
 use engine::ggml_type::GgmlType;
-use engine::ops::{AttnParams, GluKind, KvType, Ops, RopeParams, RopeStyle, WeightSource};
+use engine::ops::{GluKind, KvType, Ops, RopeStyle, WeightSource};
 use engine::vulkan::KernelLayout;
 use vulkan_support::weights::weight;
-use vulkan_support::{bits, values, Both, Pair};
+use vulkan_support::{bits, layer_params, values, Both, Pair};
 
 /// One run of the chain: (h, o1, o2, o3, x after the add) read back, and
 /// the dispatches it took. With `glu`, o1 = glu(o1, o2) before o1's
@@ -180,22 +180,7 @@ fn attention_steps(
     let (d, nh, nkv, hd) = heads;
     p.gpu.set_matvec_fusion(fused);
     let kv = p.gpu.alloc_kv(8, nkv * hd, nkv * hd, ty).unwrap();
-    let rope = RopeParams {
-        style,
-        head_dim: hd,
-        n_rot: hd,
-        base: 10000.0,
-        freq_scale: 1.0,
-    };
-    let ap = AttnParams {
-        n_head: nh,
-        n_kv_head: nkv,
-        head_dim_k: hd,
-        head_dim_v: hd,
-        scale: 1.0 / (hd as f32).sqrt(),
-        window: None,
-        softcap: None,
-    };
+    let (rope, ap) = layer_params(style, (nh, nkv, hd), 1.0 / (hd as f32).sqrt());
     let mut out = Vec::new();
     let before = p.gpu.stats().dispatches;
     for pos in 0..3 {

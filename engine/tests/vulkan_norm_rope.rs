@@ -9,8 +9,8 @@
 
 use crate::vulkan_support;
 
-use engine::ops::{AttnParams, KvType, Ops, RopeParams, RopeStyle, UnaryOp, WeightSource};
-use vulkan_support::{bits, nmse, values, Pair};
+use engine::ops::{KvType, Ops, RopeStyle, UnaryOp, WeightSource};
+use vulkan_support::{bits, layer_params, nmse, values, Pair};
 
 /// q and k against the CPU's: the norm is the CPU's bits, the RoPE's
 /// cos / sin within an ulp or two (`vulkan_elementwise.rs`'s RoPE limit,
@@ -35,26 +35,12 @@ fn steps(
     let ((nh, nkv, hd), style, scale, ty) = case;
     p.gpu.set_norm_rope(fused);
     let kv = p.gpu.alloc_kv(8, nkv * hd, nkv * hd, ty).unwrap();
-    let rope = RopeParams {
-        style,
-        head_dim: hd,
-        n_rot: hd,
-        base: 10000.0,
-        freq_scale: 1.0,
+    let q_scale = if scale.is_some() {
+        1.0
+    } else {
+        1.0 / (hd as f32).sqrt()
     };
-    let ap = AttnParams {
-        n_head: nh,
-        n_kv_head: nkv,
-        head_dim_k: hd,
-        head_dim_v: hd,
-        scale: if scale.is_some() {
-            1.0
-        } else {
-            1.0 / (hd as f32).sqrt()
-        },
-        window: None,
-        softcap: None,
-    };
+    let (rope, ap) = layer_params(style, (nh, nkv, hd), q_scale);
     let (mut gpu, mut cpu) = (Vec::new(), Vec::new());
     let before = p.gpu.stats().dispatches;
     let mut pos = 0;

@@ -180,3 +180,30 @@ pub fn assert_nmse(what: &str, want: &[f32], got: &[f32], limit: f64) {
 pub fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
+
+/// A layer's RoPE over whole heads of `hd` (base 10000, `style` pairs)
+/// and its attention: `nh` query heads over `nkv` KV heads, scores times
+/// `scale`, no window or soft cap.
+pub fn layer_params(
+    style: engine::ops::RopeStyle,
+    (nh, nkv, hd): (usize, usize, usize),
+    scale: f32,
+) -> (engine::ops::RopeParams, engine::ops::AttnParams) {
+    let rope = engine::ops::RopeParams {
+        style,
+        head_dim: hd,
+        n_rot: hd,
+        base: 10000.0,
+        freq_scale: 1.0,
+    };
+    let attn = engine::ops::AttnParams {
+        n_head: nh,
+        n_kv_head: nkv,
+        head_dim_k: hd,
+        head_dim_v: hd,
+        scale,
+        window: None,
+        softcap: None,
+    };
+    (rope, attn)
+}

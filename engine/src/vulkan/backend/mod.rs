@@ -498,6 +498,25 @@ impl VulkanBackend {
         matches!(self.cmds[i], Cmd::Dispatch { .. }).then_some(i)
     }
 
+    /// The bindings, push bytes and workgroups of command `i`, a dispatch
+    /// (one a fusion found and records again in place).
+    pub(super) fn dispatch_parts(&self, i: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
+        let Cmd::Dispatch {
+            access,
+            push,
+            groups,
+            ..
+        } = &self.cmds[i]
+        else {
+            unreachable!("command {i} is a dispatch");
+        };
+        (
+            access.iter().map(hazard::Access::bind).collect(),
+            push.clone(),
+            *groups,
+        )
+    }
+
     /// Whether no command after command `i` touches any byte of `binds`.
     pub(super) fn untouched_after(&self, i: usize, binds: &[Bind]) -> bool {
         self.cmds[i + 1..].iter().all(|c| {

@@ -20,7 +20,6 @@
 //! `engine/tests/vulkan_matvec_fused.rs`).
 
 use super::cmd::Cmd;
-use super::hazard::Access;
 use super::op_elementwise::RopePush;
 use super::op_matmul::{matvec_rows, WeightPush};
 use super::op_matvec_fused::{allowed, kind_of, overlaps, variants, Kind, MatvecFusedPush};
@@ -90,24 +89,6 @@ fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind
     None
 }
 
-/// The bindings, push bytes and groups of command `j` (a dispatch).
-fn parts(b: &VulkanBackend, j: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
-    let Cmd::Dispatch {
-        access,
-        push,
-        groups,
-        ..
-    } = &b.cmds[j]
-    else {
-        unreachable!("writer_of found a dispatch");
-    };
-    (
-        access.iter().map(Access::bind).collect(),
-        push.clone(),
-        *groups,
-    )
-}
-
 /// Whether a normed matvec's rows pair up within its workgroups: one
 /// chunk of all the rows (col0 0), an even number of them, even rows per
 /// workgroup.
@@ -138,7 +119,7 @@ pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> b
     let Some((j, kind, t)) = writer_of(b, &xb, &[Kind::Norm, Kind::NormOut]) else {
         return false;
     };
-    let (mut binds, mut push, groups) = parts(b, j);
+    let (mut binds, mut push, groups) = b.dispatch_parts(j);
     let rope_kind = if kind == Kind::NormOut {
         Kind::NormOutRope
     } else {
@@ -193,7 +174,7 @@ pub(super) fn kv_into_matvec(
     if overlaps(&dst, &xb) {
         return false;
     }
-    let (mut binds, mut push, groups) = parts(b, j);
+    let (mut binds, mut push, groups) = b.dispatch_parts(j);
     let (rope_kind, mut epi) = match kind {
         Kind::NormRope | Kind::NormOutRope => {
             let epi = read_epi(&push);

@@ -18,7 +18,6 @@
 //! `engine/tests/vulkan_norm_rope.rs`).
 
 use super::cmd::Cmd;
-use super::hazard::Access;
 use super::op_elementwise::{RmsNormPush, RopePush};
 use super::{Bind, VulkanBackend};
 use crate::ops::{Act, KvType};
@@ -85,24 +84,6 @@ fn writer_of(b: &VulkanBackend, x: &Bind, shader: &shaders::Shader) -> Option<us
     }
 }
 
-/// The bindings and push bytes of command `i` (a dispatch).
-fn parts(b: &VulkanBackend, i: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
-    let Cmd::Dispatch {
-        access,
-        push,
-        groups,
-        ..
-    } = &b.cmds[i]
-    else {
-        unreachable!("writer_of found a dispatch");
-    };
-    (
-        access.iter().map(Access::bind).collect(),
-        push.clone(),
-        *groups,
-    )
-}
-
 /// Records the RoPE `p` of `x` within the per-head norm that wrote `x`,
 /// when the RoPE turns every whole head in an even number of pairs (each
 /// invocation takes two: whole words of an f16 cache) and the norm's
@@ -115,7 +96,7 @@ pub(super) fn rope_into_norm(b: &mut VulkanBackend, x: Act, p: &RopePush) -> boo
     let Some(i) = writer_of(b, &xb, &shaders::RMS_NORM_W) else {
         return false;
     };
-    let (binds, push, groups) = parts(b, i);
+    let (binds, push, groups) = b.dispatch_parts(i);
     // Bindings: x, out, w.
     let (src, w) = (binds[0].clone(), binds[2].clone());
     let group = field(&push, std::mem::offset_of!(RmsNormPush, group));
@@ -179,7 +160,7 @@ pub(super) fn kv_into_norm_rope(
     let Some(i) = writer_of(b, &Bind::act(src), &shaders::NORM_ROPE) else {
         return false;
     };
-    let (mut binds, mut push, groups) = parts(b, i);
+    let (mut binds, mut push, groups) = b.dispatch_parts(i);
     if field(&push, at!(kv)) != 0 || !b.untouched_after(i, std::slice::from_ref(&dst)) {
         return false;
     }
