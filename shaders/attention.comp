@@ -89,6 +89,11 @@ layout(push_constant) uniform Push {
     uint cnt_at;
 };
 shared bool last_run; // this workgroup counted last for its (row, head)
+// The last run's view of every run (at most MAX_SPLIT): max, sum, weight.
+#define MAX_SPLIT 64u
+shared float run_m[MAX_SPLIT];
+shared float run_l[MAX_SPLIT];
+shared float run_w[MAX_SPLIT];
 #else
 layout(push_constant) uniform Push { AttnPush p; };
 #endif
@@ -380,24 +385,43 @@ void main() {
         return; // the whole workgroup (no barrier follows)
     }
     memoryBarrierBuffer(); // the other runs' partials, counted before ours
+    // The runs' maxima and sums into shared memory, a run an invocation,
+    // then each run's weight once; the sums below in run order as ever.
+    for (uint s = tid; s < n_split; s += WG) {
+        run_m[s] = uintBitsToFloat(part[base + s * stride]);
+        run_l[s] = uintBitsToFloat(part[base + s * stride + 1u]);
+    }
+    barrier();
     float mx = NEG_INF;
     for (uint s = 0u; s < n_split; s++) {
-        mx = max(mx, uintBitsToFloat(part[base + s * stride]));
+        mx = max(mx, run_m[s]);
     }
+    for (uint s = tid; s < n_split; s += WG) {
+        float ms = run_m[s];
+        run_w[s] = ms == NEG_INF ? 0.0 : exp(ms - mx);
+    }
+    barrier();
     precise float lsum = 0.0;
     for (uint s = 0u; s < n_split; s++) {
-        float ms = uintBitsToFloat(part[base + s * stride]);
-        float w = ms == NEG_INF ? 0.0 : exp(ms - mx);
-        lsum += w * uintBitsToFloat(part[base + s * stride + 1u]);
+        lsum += run_w[s] * run_l[s];
     }
     float inv = 1.0 / lsum;
     uint obase = p.out_offset + (t * p.n_head + h) * dv;
     for (uint d = tid; d < dv; d += WG) {
         precise float x = 0.0;
-        for (uint s = 0u; s < n_split; s++) {
-            float ms = uintBitsToFloat(part[base + s * stride]);
-            float w = ms == NEG_INF ? 0.0 : exp(ms - mx);
-            x += w * uintBitsToFloat(part[base + s * stride + 2u + d]);
+        uint s = 0u;
+        // LOADS runs' values in flight together, then summed in order.
+        for (; s + LOADS <= n_split; s += LOADS) {
+            float av[LOADS];
+            for (uint u = 0u; u < LOADS; u++) {
+                av[u] = uintBitsToFloat(part[base + (s + u) * stride + 2u + d]);
+            }
+            for (uint u = 0u; u < LOADS; u++) {
+                x += run_w[s + u] * av[u];
+            }
+        }
+        for (; s < n_split; s++) {
+            x += run_w[s] * uintBitsToFloat(part[base + s * stride + 2u + d]);
         }
         o[obase + d] = x * inv;
     }

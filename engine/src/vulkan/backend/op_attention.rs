@@ -40,6 +40,7 @@ pub const MAX_HEAD_DIM_V: usize = ATTN_WG * ATTN_ACC;
 /// count changes every `SPLIT_KEYS` positions, so a replayed step is
 /// recorded again only then.
 const SPLIT_KEYS: usize = 64;
+/// (`MAX_SPLIT` of `shaders/attention.comp` holds as many.)
 pub const MAX_SPLITS: usize = 64;
 
 /// Words of the split-K partials of `n_head` heads of `head_dim_v` (one
