@@ -302,16 +302,18 @@ proptest! {
                 let z: f64 = e.iter().sum();
                 for c in 0..dv {
                     // The probabilities are rounded to f16 as well; where the
-                    // f32 the engine rounds from and this f64 straddle a
-                    // rounding boundary, the two differ by up to 2^-11 of
-                    // that term.
+                    // f32 the engine rounds from (ggml's vector exp, within
+                    // an ulp or two) and this one straddle a rounding
+                    // boundary, the two differ by one f16 ulp: up to 2^-10
+                    // of that term (2^-11 failed the case that
+                    // cpu_ops.proptest-regressions keeps).
                     let terms = visible.iter().zip(&e).map(|(&j, e)| {
                         let pr = (e / z) as f32;
                         (f64::from(round(pr)), f64::from(round(v[(j * n_kv + g) * dv + c])))
                     });
                     let (sum, mag) = terms.fold((0.0, 0.0), |(s, a), (pr, vv)| (s + pr * vv, a + (pr * vv).abs()));
                     want.push(sum);
-                    tol.push(1e-5 + if f16 { mag / 2048.0 } else { 0.0 });
+                    tol.push(1e-5 + if f16 { mag / 1024.0 } else { 0.0 });
                 }
             }
         }
