@@ -488,13 +488,9 @@ impl VulkanBackend {
     /// [`VulkanBackend::untouched_after`]).
     pub(super) fn last_touching(&self, bind: &Bind) -> Option<usize> {
         let from = self.cmds.len().saturating_sub(LOOK_BACK);
-        let i = (from..self.cmds.len()).rev().find(|&i| {
-            self.cmds[i].access().iter().any(|a| {
-                a.buf == bind.buf
-                    && a.range.start < bind.bytes.end
-                    && bind.bytes.start < a.range.end
-            })
-        })?;
+        let i = (from..self.cmds.len())
+            .rev()
+            .find(|&i| touches(&self.cmds[i], std::slice::from_ref(bind)))?;
         matches!(self.cmds[i], Cmd::Dispatch { .. }).then_some(i)
     }
 
@@ -519,13 +515,7 @@ impl VulkanBackend {
 
     /// Whether no command after command `i` touches any byte of `binds`.
     pub(super) fn untouched_after(&self, i: usize, binds: &[Bind]) -> bool {
-        self.cmds[i + 1..].iter().all(|c| {
-            c.access().iter().all(|a| {
-                binds.iter().all(|b| {
-                    a.buf != b.buf || a.range.end <= b.bytes.start || b.bytes.end <= a.range.start
-                })
-            })
-        })
+        !self.cmds[i + 1..].iter().any(|c| touches(c, binds))
     }
 
     /// Records `shader` in place of command `i` (a fusion; the commands
@@ -593,5 +583,19 @@ impl VulkanBackend {
     /// Validation-layer messages so far (0 without validation).
     pub fn validation_message_count(&self) -> usize {
         self.ctx.validation_message_count()
+    }
+}
+
+/// Whether command `c` touches any byte of `binds` (a dispatch's accesses
+/// read in place: fusions ask this of every command they look back over).
+fn touches(c: &Cmd, binds: &[Bind]) -> bool {
+    let hit = |buf: u32, r: &std::ops::Range<u64>| {
+        binds
+            .iter()
+            .any(|b| b.buf == buf && r.start < b.bytes.end && b.bytes.start < r.end)
+    };
+    match c {
+        Cmd::Dispatch { access, .. } => access.iter().any(|a| hit(a.buf, &a.range)),
+        _ => c.access().iter().any(|a| hit(a.buf, &a.range)),
     }
 }

@@ -63,30 +63,19 @@ const _: () = {
     }
 };
 
-/// Commands looked back over for the product that wrote a row (Q is three
-/// back when its RoPE is recorded: after K and V).
-const LOOKBACK: usize = 4;
-
 /// The recorded normed matvec of a kind in `kinds` whose output binding is
-/// exactly `x`, among the last [`LOOKBACK`] commands, when no command after
-/// it touches `x`: its index in `b.cmds`, kind and weight-type index.
+/// exactly `x`, the latest command to touch `x`
+/// ([`VulkanBackend::last_touching`]: Q is three back when its RoPE is
+/// recorded, after K and V): its index in `b.cmds`, kind and weight-type
+/// index.
 fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind, usize)> {
-    let n = b.cmds.len();
-    for j in (n.saturating_sub(LOOKBACK)..n).rev() {
-        let Cmd::Dispatch { shader, access, .. } = &b.cmds[j] else {
-            return None;
-        };
-        if let Some((k, t)) = kind_of(shader) {
-            // Bindings: weight, norm input, out, ...
-            if kinds.contains(&k) && access[2].bind() == *x {
-                return Some((j, k, t));
-            }
-        }
-        if access.iter().any(|a| overlaps(&a.bind(), x)) {
-            return None;
-        }
-    }
-    None
+    let j = b.last_touching(x)?;
+    let Cmd::Dispatch { shader, access, .. } = &b.cmds[j] else {
+        return None;
+    };
+    let (k, t) = kind_of(shader)?;
+    // Bindings: weight, norm input, out, ...
+    (kinds.contains(&k) && access[2].bind() == *x).then_some((j, k, t))
 }
 
 /// Whether a normed matvec's rows pair up within its workgroups: one
@@ -171,7 +160,7 @@ pub(super) fn kv_into_matvec(
     let Some((j, kind, t)) = writer_of(b, &xb, &kinds) else {
         return false;
     };
-    if overlaps(&dst, &xb) {
+    if overlaps(&dst, &xb) || !b.untouched_after(j, std::slice::from_ref(&dst)) {
         return false;
     }
     let (mut binds, mut push, groups) = b.dispatch_parts(j);
