@@ -1,10 +1,8 @@
 #version 450
 // Causal grouped-query attention of T query rows against the KV cache (which
-// already holds this batch's K and V rows), one workgroup per (head, row);
-// in the ROWS variants one per (head, RB consecutive rows), a group of WG
-// invocations per row doing the one-row kernel's arithmetic, the groups
-// staging each tile's keys together (and reading the same values, from
-// the cache's nearest level).
+// already holds this batch's K and V rows), one workgroup per (head, row):
+// decode, and batches whose head dims attention_rows.comp (many rows a
+// workgroup, the same arithmetic per row) does not take.
 //
 // The workgroup walks the visible positions first..pos in tiles of WG keys:
 // each invocation scores one key (q . k, scaled, soft-capped), the tile's max
@@ -44,17 +42,7 @@
 // Cache elements loaded at once before they are summed.
 #define LOADS 16u
 #define NEG_INF uintBitsToFloat(0xff800000u)
-// Query rows per workgroup (ROWS variants: RB groups of WG invocations,
-// group r the one-row kernel of row r, sharing the staged keys; 1
-// otherwise).
-#ifndef RB
-#define RB 1
-#endif
-#if defined(SPLIT) && RB != 1
-#error "attention.comp: SPLIT takes one row per workgroup"
-#endif
-
-layout(local_size_x = WG * RB, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
 #ifdef KV_F16
@@ -69,7 +57,7 @@ layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
 layout(set = 0, binding = 1, std430) readonly buffer K4 { vec4 kc4[]; };
 #define KVEC 4u
 #endif
-// One row (decode): key elements in flight at once. (Measured on the H200,
+// Key elements in flight at once. (Measured on the H200,
 // Gemma-3-270M tg128 at depth 2048: the values' loop below with each
 // invocation's dimensions together, 8 or 16 keys' values of each in
 // flight, ran 2-12% slower than one dimension after another.)
@@ -98,18 +86,12 @@ shared float run_w[MAX_SPLIT];
 layout(push_constant) uniform Push { AttnPush p; };
 #endif
 
-// The rows' queries, row group r's element i at r * MAX_DK + i, read four
-// at a time (vec4: a quarter of the shared-memory reads).
-shared vec4 sq[RB * MAX_DK / 4];
-// A tile's keys, KC dimensions of each.
-#define KC 32u
-// (A row of KC + 4: 16-byte aligned for vec4 reads; the quarter subgroup
-// that reads at once meets in distinct banks.)
-shared vec4 sk[WG * (KC + 4u) / 4u];
-// The tile's probabilities (row group r's key j at r * WG + j), read four at
-// a time where aligned.
-shared vec4 sp[RB * WG / 4];
-shared float red[RB * WG]; // reduction scratch (the same)
+// The row's query, read four at a time (vec4: a quarter of the
+// shared-memory reads).
+shared vec4 sq[MAX_DK / 4];
+// The tile's probabilities, read four at a time where aligned.
+shared vec4 sp[WG / 4];
+shared float red[WG]; // reduction scratch
 
 #ifdef KV_F16
 float v_at(uint e) {
@@ -132,20 +114,13 @@ float k_at(uint e) {
 #endif
 
 // The scores of a tile's keys j0 .. j0 + n: invocation tid < n gets
-// q . K[j0 + tid], summed over the dimensions in order as the CPU does.
-// Many rows (prefill): the tile's keys are staged into shared memory KC
-// dimensions at a time, each load by consecutive invocations from one
-// key's consecutive elements (a key per invocation reads WG rows at once,
-// a few bytes of each: on the H200 half the prefill time at depth 2048),
-// by all the row groups together. `rq`: the row's query in sq.
-float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
+// q . K[j0 + tid], summed over the dimensions in order as the CPU does
+// (a tile or two per workgroup in decode, latency-bound): each invocation
+// reads its own key, RUN_K elements in flight at once, in reads of KVEC
+// elements where the key is aligned to them (the same sum, in order).
+float tile_dots(uint j0, uint n, uint kbase, uint tid) {
     precise float s = 0.0;
     uint dk = p.head_dim_k;
-#if RB == 1
-    // One row (decode: a tile or two per workgroup, latency-bound): each
-    // invocation reads its own key, RUN_K elements in flight at once, in
-    // reads of KVEC elements where the key is aligned to them (the same
-    // sum, in order).
     if (tid < n) {
         uint base = (j0 + tid) * p.k_width + kbase;
         uint i = 0u;
@@ -191,40 +166,8 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid, uint rq) {
         }
     }
     return s;
-#else
-    for (uint c0 = 0u; c0 < dk; c0 += KC) {
-        uint w = min(KC, dk - c0);
-        for (uint i = gl_LocalInvocationID.x; i < WG * KC; i += WG * RB) {
-            uint key = i / KC;
-            uint e = i % KC;
-            if (key < n && e < w) {
-                uint at = key * (KC + 4u) + e;
-                sk[at >> 2][at & 3u] = k_at((j0 + key) * p.k_width + kbase + c0 + e);
-            }
-        }
-        barrier();
-        if (tid < n) {
-            // In order, four elements a read (rq, c0, KC + 4: multiples of 4).
-            uint qa = (rq + c0) >> 2;
-            uint kr = (tid * (KC + 4u)) >> 2;
-            uint u = 0u;
-            for (; u + 4u <= w; u += 4u) {
-                vec4 x = sq[qa + (u >> 2)];
-                vec4 y = sk[kr + (u >> 2)];
-                s += x.x * y.x;
-                s += x.y * y.y;
-                s += x.z * y.z;
-                s += x.w * y.w;
-            }
-            for (; u < w; u++) {
-                s += sq[qa + (u >> 2)][u & 3u] * sk[kr + (u >> 2)][u & 3u];
-            }
-        }
-        barrier();
-    }
-    return s;
-#endif
 }
+
 
 // The first position a query at `pos` sees.
 uint first_seen(uint pos) {
@@ -233,28 +176,17 @@ uint first_seen(uint pos) {
 
 void main() {
     uint h = gl_WorkGroupID.x;
-    // Row group rg: row t = t0 + rg (of nr in the workgroup), at position
-    // pos; invocation tid of the group.
-    uint rg = gl_LocalInvocationID.x / WG;
-    uint tid = gl_LocalInvocationID.x % WG;
-    uint t0 = gl_WorkGroupID.y * RB;
-    uint nr = min(uint(RB), p.n_rows - t0);
-    uint t = t0 + rg;
-    bool row = rg < nr;
+    uint tid = gl_LocalInvocationID.x;
+    uint t = gl_WorkGroupID.y; // the row, at position pos
     uint g = h / p.group;
-    uint pos0 = step_words[p.pos_at] + t0;
-    uint pos = pos0 + rg;
+    uint pos = step_words[p.pos_at] + t;
     uint first = first_seen(pos);
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;
-    uint rq = rg * MAX_DK;
-    uint rs = rg * WG; // the group's sp and red
 
-    if (row) {
-        uint qbase = p.q_offset + (t * p.n_head + h) * dk;
-        for (uint i = tid; i < dk; i += WG) {
-            sq[(rq + i) >> 2][(rq + i) & 3u] = Q_IN(q[qbase + i]);
-        }
+    uint qbase = p.q_offset + (t * p.n_head + h) * dk;
+    for (uint i = tid; i < dk; i += WG) {
+        sq[i >> 2][i & 3u] = Q_IN(q[qbase + i]);
     }
     barrier();
 
@@ -267,13 +199,11 @@ void main() {
     uint kbase = g * dk;
     uint vbase = g * dv;
 
-    // Keys lo..hi: every one the rows see (from the first row's first), or
-    // this workgroup's run of them. A row weighs its own, first..pos: the
-    // tile's ka..kb; a tile with none of them leaves it as it was. (Each
-    // row's tiles are the one-row kernel's unless a sliding window cuts it
-    // off further than the first row.)
-    uint lo = first_seen(pos0);
-    uint hi = pos0 + nr;
+    // Keys lo..hi: every one the row sees, or this workgroup's run of them
+    // (the tile's ka..kb; a tile with none of them leaves the row as it
+    // was).
+    uint lo = first;
+    uint hi = pos + 1u;
 #ifdef SPLIT
     uint chunk = (hi - lo + n_split - 1u) / n_split;
     lo = min(lo + gl_WorkGroupID.z * chunk, hi);
@@ -282,9 +212,9 @@ void main() {
     for (uint j0 = lo; j0 < hi; j0 += WG) {
         uint n = min(uint(WG), hi - j0);
         uint ka = first > j0 ? min(first - j0, n) : 0u;
-        uint kb = row && pos + 1u > j0 ? min(n, pos + 1u - j0) : 0u;
+        uint kb = pos + 1u > j0 ? min(n, pos + 1u - j0) : 0u;
         float s = NEG_INF;
-        float dot = tile_dots(j0, n, kbase, tid, rq);
+        float dot = tile_dots(j0, n, kbase, tid);
         if (tid >= ka && tid < kb) {
             s = p.scale * dot;
             if (p.softcap > 0.0) {
@@ -292,32 +222,32 @@ void main() {
             }
         }
         // Tile max.
-        red[rs + tid] = s;
+        red[tid] = s;
         barrier();
         for (uint w = WG / 2; w > 0u; w >>= 1) {
             if (tid < w) {
-                red[rs + tid] = max(red[rs + tid], red[rs + tid + w]);
+                red[tid] = max(red[tid], red[tid + w]);
             }
             barrier();
         }
-        float m_new = RUNNING_MAX(max(m, red[rs]));
+        float m_new = RUNNING_MAX(max(m, red[0]));
         float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
         // A score of -inf weighs 0 (exp(-inf - -inf) would be NaN while
         // every score so far is -inf).
         float e = s != NEG_INF ? exp(s - m_new) : 0.0;
-        sp[(rs + tid) >> 2][tid & 3u] = e;
+        sp[tid >> 2][tid & 3u] = e;
         barrier();
         // Tile sum.
-        red[rs + tid] = e;
+        red[tid] = e;
         barrier();
         for (uint w = WG / 2; w > 0u; w >>= 1) {
             if (tid < w) {
-                red[rs + tid] += red[rs + tid + w];
+                red[tid] += red[tid + w];
             }
             barrier();
         }
         if (ka < kb) {
-            l = l * alpha + red[rs];
+            l = l * alpha + red[0];
             m = m_new;
             for (uint a = 0u; a < ACC; a++) {
                 uint d = tid + a * WG;
@@ -332,7 +262,7 @@ void main() {
                         for (uint u = 0u; u < LOADS; u++) {
                             vv[u] = v_at(vrow + u * p.v_width);
                         }
-                        uint pj = rs + jj;
+                        uint pj = jj;
                         if ((pj & 3u) == 0u) {
                             for (uint u = 0u; u < LOADS; u += 4u) {
                                 vec4 pr = sp[(pj + u) >> 2];
@@ -349,7 +279,7 @@ void main() {
                         vrow += LOADS * p.v_width;
                     }
                     for (; jj < kb; jj++) {
-                        x += sp[(rs + jj) >> 2][(rs + jj) & 3u] * v_at(vrow);
+                        x += sp[jj >> 2][jj & 3u] * v_at(vrow);
                         vrow += p.v_width;
                     }
                     acc[a] = x;
@@ -429,14 +359,12 @@ void main() {
         part[cnt] = 0u; // for the next dispatch
     }
 #else
-    if (row) {
-        float inv = 1.0 / l;
-        uint obase = p.out_offset + (t * p.n_head + h) * dv;
-        for (uint a = 0u; a < ACC; a++) {
-            uint d = tid + a * WG;
-            if (d < dv) {
-                o[obase + d] = acc[a] * inv;
-            }
+    float inv = 1.0 / l;
+    uint obase = p.out_offset + (t * p.n_head + h) * dv;
+    for (uint a = 0u; a < ACC; a++) {
+        uint d = tid + a * WG;
+        if (d < dv) {
+            o[obase + d] = acc[a] * inv;
         }
     }
 #endif

@@ -72,16 +72,16 @@ pub const ONCE: &[Once] = &[
     ),
     ("attention_f32", "attention.comp", &[]),
     ("attention_f16", "attention.comp", &[("KV_F16", "1")]),
-    // Prefill: four query rows per workgroup (op_attention.rs ROWS). On the
-    // H200, pp512 / pp512 at depth 2048, t/s, f16 cache: SmolLM2 one row
-    // 37,300 / 9,900, two 40,700 / 11,800, four 42,300 / 13,500, eight
-    // 39,800 / 11,500; Gemma-3-270M 37,300 / 19,400, 41,600 / 21,500,
-    // 42,700 / 24,000, 42,100 / 25,300.
-    ("attention_f32_rows", "attention.comp", &[("RB", "4")]),
+    // Prefill: sixteen query rows per workgroup (op_attention.rs ROWS). On
+    // the H200, SmolLM2 pp512 at depth 2048, t/s: 13,700 with four rows a
+    // workgroup (attention.comp RB 4), 19,000-19,200 with these; sixteen
+    // rows of 512 invocations 14,100, 32 rows 14,900-15,100, eight rows of
+    // 128 19,000-19,200 (synth-qwen3moe 69,700 against 75,700-79,200).
+    ("attention_f32_rows", "attention_rows.comp", &[]),
     (
         "attention_f16_rows",
-        "attention.comp",
-        &[("KV_F16", "1"), ("RB", "4")],
+        "attention_rows.comp",
+        &[("KV_F16", "1")],
     ),
     ("attention_f32_split", "attention.comp", &[("SPLIT", "1")]),
     (
@@ -213,17 +213,13 @@ pub const FAULT: &[Once] = &[
     ),
     (
         "attention_f32_rows_unshifted",
-        "attention.comp",
-        &[("RB", "4"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+        "attention_rows.comp",
+        &[("FAULT_SOFTMAX_UNSHIFTED", "1")],
     ),
     (
         "attention_f16_rows_unshifted",
-        "attention.comp",
-        &[
-            ("KV_F16", "1"),
-            ("RB", "4"),
-            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
-        ],
+        "attention_rows.comp",
+        &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
     ),
     (
         "attention_f32_split_unshifted",

@@ -4,7 +4,9 @@
 //! (`shaders/kv_write.comp`: a copy for an f32 cache, rounding to nearest
 //! even for an f16 one), then `shaders/attention.comp` runs one workgroup per
 //! (head, query row) over the visible cache positions, with an online
-//! softmax over tiles of keys. The hazard tracker orders the two: the
+//! softmax over tiles of keys (a batch of rows on the GPU layout:
+//! `shaders/attention_rows.comp`, one workgroup per (head, 16 rows), the
+//! same arithmetic per row). The hazard tracker orders the two: the
 //! attention reads the cache bytes the write wrote. On CPU implementations
 //! ([`KernelLayout::Cpu`]) kernels with no shared memory and no barrier run
 //! instead where the head dims allow: `shaders/attention_cpu.comp` for
@@ -28,8 +30,11 @@ use crate::vulkan::{shaders, PushConstants};
 const ATTN_WG: usize = 64;
 /// Output dimensions per invocation of `attention.comp` (`ACC`).
 const ATTN_ACC: usize = 8;
-/// Query rows per workgroup of `attention.comp`'s ROWS variants (`RB`).
-const ATTN_ROWS: usize = 4;
+/// Query rows per workgroup of `attention_rows.comp` (`BR`).
+const ATTN_ROWS: usize = 16;
+/// Largest head dims of `attention_rows.comp` (`MAX_D`); larger ones take
+/// `attention.comp`, a workgroup per row.
+const ROWS_MAX_HEAD_DIM: usize = 256;
 /// Largest `head_dim_k` of `attention.comp` (`MAX_DK`).
 pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
@@ -70,9 +75,10 @@ const CPU_KEYS_HEAD_DIM_STEP: usize = 4;
 enum Kernel {
     /// `attention.comp`: a workgroup of 64 per (head, row), barriers.
     Shared,
-    /// `attention.comp` ROWS: a workgroup of 64 x [`ATTN_ROWS`] per (head,
-    /// [`ATTN_ROWS`] rows), a group of 64 per row, the groups staging each
-    /// tile of keys together (a batch of rows on the GPU layout).
+    /// `attention_rows.comp`: a workgroup of 256 per (head, [`ATTN_ROWS`]
+    /// rows), each tile of keys and values staged once for all of them (a
+    /// batch of rows on the GPU layout, head dims up to
+    /// [`ROWS_MAX_HEAD_DIM`]).
     SharedRows,
     /// `attention_cpu.comp`: an invocation per (row, head).
     CpuRows,
@@ -86,7 +92,7 @@ fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize, rows: bool) -> K
         dk.is_multiple_of(step) && dv.is_multiple_of(step) && dk.max(dv) <= CPU_MAX_HEAD_DIM
     };
     if layout != KernelLayout::Cpu {
-        if t > 1 && rows {
+        if t > 1 && rows && dk.max(dv) <= ROWS_MAX_HEAD_DIM {
             Kernel::SharedRows
         } else {
             Kernel::Shared
