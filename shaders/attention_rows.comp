@@ -47,7 +47,9 @@
 #define RPI 4u
 #endif
 #define BR (RS * RPI)
+#ifndef MAX_D
 #define MAX_D 256u
+#endif
 // Dimensions of keys or values staged at a time.
 #define DC 64u
 #define NCH (MAX_D / DC)
@@ -157,7 +159,9 @@ void main() {
     uint lid = gl_LocalInvocationID.x;
     uint set = lid / TK;
     uint lane = lid % TK;
-    uint t0 = gl_WorkGroupID.y * BR;
+    // The last rows first: their workgroups see the most keys and run
+    // longest, so that none of them waits for a second wave.
+    uint t0 = (gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y) * BR;
     uint nr = min(BR, p.n_rows - t0);
     uint g = h / p.group;
     uint pos0 = step_words[p.pos_at] + t0; // the first row's position
