@@ -44,7 +44,7 @@
 // kv_into_matvec): the products of one row are the Q, K or V of a decode
 // step, written in pairs of rows (2i, 2i + 1) by the even row's lane 0:
 // with RopeEpi.rope, rotated as rope.comp rotates NORM pairs (all of each
-// head, the same theta iteration and sincos_accurate); with RopeEpi.kv,
+// head, common/rope.glsl); with RopeEpi.kv,
 // also written to the cache row at position step_words[kv_pos_at] as
 // kv_write.comp writes it (1: f32; 2: f16 rounded to nearest even, the
 // pair one word). Bindings after the prologue's: the step words, the
@@ -157,7 +157,7 @@ shared bool post_last; // this workgroup counted last
 #include "rms.glsl"
 #endif
 #ifdef EPI_ROPE
-#include "math.glsl"
+#include "rope.glsl"
 #include "step.glsl"
 #ifdef PRO_OUT
 STEP_WORDS(5)
@@ -420,16 +420,10 @@ void main() {
         uint e0 = p.col0 + row; // the pair's first element in the row
         if (e.rope != 0u) {
             uint i = (e0 % e.head_dim) / 2u;
-            precise float theta = float(step_words[e.pos_at]);
-            for (uint k = 0u; k < i; k++) {
-                theta = theta * e.theta_scale;
-            }
-            precise float th = e.freq_scale * theta;
-            vec2 sc = sincos_accurate(th);
-            float x0 = y0;
-            float x1 = y1;
-            y0 = x0 * sc.y - x1 * sc.x;
-            y1 = x0 * sc.x + x1 * sc.y;
+            vec2 sc = rope_sincos(step_words[e.pos_at], i, e.theta_scale, e.freq_scale);
+            vec2 y = rope_turn(y0, y1, sc);
+            y0 = y.x;
+            y1 = y.y;
         }
         O[oo + row] = y0;
         O[oo + row + 1u] = y1;

@@ -17,7 +17,7 @@
 // Push: RmsNormPush (group = head_dim), then NormRopePush.
 
 #include "elementwise.glsl"
-#include "math.glsl"
+#include "rope.glsl"
 #include "step.glsl"
 
 #define WG 128
@@ -71,59 +71,38 @@ void main() {
     precise float scale = rms_scale(xb, g, p.group, tid, p.eps);
     // The head's first element in the cache row of its position.
     uint cb = (step_words[r.kv_pos_at] + t) * r.kv_width + h * p.group;
+    bool neox = r.neox != 0u;
     for (uint i0 = 2u * tid; i0 < r.half_rot; i0 += 2u * WG) {
-        precise float theta = float(step_words[r.pos_at] + t);
-        for (uint k = 0u; k < i0; k++) {
-            theta = theta * r.theta_scale;
-        }
-        float y[4]; // pair j's two elements at 2j, 2j + 1
-        uint at[4];
+        vec2 y[2]; // pair j's two elements
+        uvec2 pr[2]; // and where they are in the head
         for (uint j = 0u; j < 2u; j++) {
-            if (j > 0u) {
-                theta = theta * r.theta_scale;
-            }
-            precise float th = r.freq_scale * theta;
-            vec2 sc = sincos_accurate(th);
-            uint i = i0 + j;
-            uint ia = r.neox != 0u ? i : 2u * i;
-            uint ib = r.neox != 0u ? i + r.half_rot : 2u * i + 1u;
+            vec2 sc = rope_sincos(step_words[r.pos_at] + t, i0 + j, r.theta_scale, r.freq_scale);
+            pr[j] = rope_pair(i0 + j, r.half_rot, neox);
             // The norm's values, as rms_norm.comp computes them.
-            precise float x0 = x[xb + ia] * scale;
-            x0 = x0 * w[ia];
-            precise float x1 = x[xb + ib] * scale;
-            x1 = x1 * w[ib];
-            precise float r0 = x0 * sc.y - x1 * sc.x;
-            precise float r1 = x0 * sc.x + x1 * sc.y;
+            precise float x0 = x[xb + pr[j].x] * scale;
+            x0 = x0 * w[pr[j].x];
+            precise float x1 = x[xb + pr[j].y] * scale;
+            x1 = x1 * w[pr[j].y];
+            y[j] = rope_turn(x0, x1, sc);
             if (r.has_scale != 0u) {
-                r0 = r0 * r.scale;
-                r1 = r1 * r.scale;
+                precise vec2 ys = y[j] * r.scale;
+                y[j] = ys;
             }
-            y[2u * j] = r0;
-            y[2u * j + 1u] = r1;
-            at[2u * j] = ia;
-            at[2u * j + 1u] = ib;
         }
-        for (uint e = 0u; e < 4u; e++) {
-            o[ob + at[e]] = y[e];
+        for (uint j = 0u; j < 2u; j++) {
+            o[ob + pr[j].x] = y[j].x;
+            o[ob + pr[j].y] = y[j].y;
         }
         if (r.kv == 1u) {
-            for (uint e = 0u; e < 4u; e++) {
-                cache[cb + at[e]] = floatBitsToUint(y[e]);
+            for (uint j = 0u; j < 2u; j++) {
+                cache[cb + pr[j].x] = floatBitsToUint(y[j].x);
+                cache[cb + pr[j].y] = floatBitsToUint(y[j].y);
             }
         } else if (r.kv == 2u) {
-            // Two whole words: NORM (a0, b0), (a1, b1); NEOX (a0, a1),
-            // (b0, b1).
-            uint f[4];
-            for (uint e = 0u; e < 4u; e++) {
-                f[e] = f32_to_f16_rne(y[e]);
-            }
-            if (r.neox != 0u) {
-                cache[(cb + at[0]) / 2u] = f[0] | (f[2] << 16);
-                cache[(cb + at[1]) / 2u] = f[1] | (f[3] << 16);
-            } else {
-                cache[(cb + at[0]) / 2u] = f[0] | (f[1] << 16);
-                cache[(cb + at[2]) / 2u] = f[2] | (f[3] << 16);
-            }
+            uvec2 at;
+            uvec2 words = rope_f16_words(cb, pr[0], pr[1], vec4(y[0], y[1]), neox, at);
+            cache[at.x] = words.x;
+            cache[at.y] = words.y;
         }
     }
 }

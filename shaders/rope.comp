@@ -1,11 +1,8 @@
 #version 450
 // RoPE in place (NORM: adjacent pairs (2i, 2i+1); NEOX: halves (i, i + n_rot/2)),
-// as engine/src/cpu/rope.rs computes it: theta_0 = p, theta_{i+1} = theta_i *
-// theta_scale in f32 (theta_scale = base^(-2/n_rot), computed on the host with
-// the CPU's powf), then cos/sin of freq_scale * theta_i (sincos_accurate: the
-// drivers' own sin/cos are not accurate at large angles). One invocation per
-// (row, PAIRS pairs from i0), looping over the row's heads; elements past
-// n_rot are not touched.
+// as engine/src/cpu/rope.rs computes it (common/rope.glsl). One invocation
+// per (row, PAIRS pairs from i0), looping over the row's heads; elements
+// past n_rot are not touched.
 // KV_WRITE (op_attention.rs fuses the K cache write that follows the RoPE
 // of K): the rotated rows are also written to the cache at the position
 // step_words[kv_pos_at], as kv_write.comp writes them (KV_F16: rounded to
@@ -18,7 +15,7 @@
 // Push: RopePush; KV_WRITE: then kv_pos_at.
 
 #include "elementwise.glsl"
-#include "math.glsl"
+#include "rope.glsl"
 #include "index.glsl"
 #include "step.glsl"
 
@@ -52,20 +49,10 @@ void main() {
     uint t = id / per_row;
     uint i0 = (id % per_row) * PAIRS;
 
-    float c[PAIRS];
-    float s[PAIRS];
-    precise float theta = float(step_words[p.pos_at] + t);
-    for (uint k = 0; k < i0; k++) {
-        theta = theta * p.theta_scale;
-    }
+    bool neox = p.neox != 0;
+    vec2 sc[PAIRS];
     for (uint j = 0u; j < PAIRS; j++) {
-        if (j > 0u) {
-            theta = theta * p.theta_scale;
-        }
-        precise float th = p.freq_scale * theta;
-        vec2 sc = sincos_accurate(th);
-        c[j] = sc.y;
-        s[j] = sc.x;
+        sc[j] = rope_sincos(step_words[p.pos_at] + t, i0 + j, p.theta_scale, p.freq_scale);
     }
 
     uint row = p.offset + t * p.width;
@@ -74,41 +61,24 @@ void main() {
     uint cb = (step_words[kv_pos_at] + t) * p.width;
 #endif
     for (uint h = 0u; h < p.width; h += p.head_dim) {
-        float y0[PAIRS];
-        float y1[PAIRS];
-        uint ia[PAIRS];
-        uint ib[PAIRS];
+        vec2 y[PAIRS];
+        uvec2 pr[PAIRS]; // the pairs' elements in the row
         for (uint j = 0u; j < PAIRS; j++) {
-            uint i = i0 + j;
-            ia[j] = h + (p.neox != 0 ? i : 2 * i);
-            ib[j] = h + (p.neox != 0 ? i + p.half_rot : 2 * i + 1);
-            float x0 = x[row + ia[j]];
-            float x1 = x[row + ib[j]];
-            precise float r0 = x0 * c[j] - x1 * s[j];
-            precise float r1 = x0 * s[j] + x1 * c[j];
-            y0[j] = r0;
-            y1[j] = r1;
-            x[row + ia[j]] = r0;
-            x[row + ib[j]] = r1;
+            pr[j] = h + rope_pair(i0 + j, p.half_rot, neox);
+            y[j] = rope_turn(x[row + pr[j].x], x[row + pr[j].y], sc[j]);
+            x[row + pr[j].x] = y[j].x;
+            x[row + pr[j].y] = y[j].y;
         }
 #ifdef KV_WRITE
 #ifdef KV_F16
-        // Two whole words: NORM (a0, b0), (a1, b1); NEOX (a0, a1), (b0, b1).
-        uint h00 = f32_to_f16_rne(y0[0]);
-        uint h01 = f32_to_f16_rne(y1[0]);
-        uint h10 = f32_to_f16_rne(y0[1]);
-        uint h11 = f32_to_f16_rne(y1[1]);
-        if (p.neox != 0) {
-            cache[(cb + ia[0]) / 2u] = h00 | (h10 << 16);
-            cache[(cb + ib[0]) / 2u] = h01 | (h11 << 16);
-        } else {
-            cache[(cb + ia[0]) / 2u] = h00 | (h01 << 16);
-            cache[(cb + ia[1]) / 2u] = h10 | (h11 << 16);
-        }
+        uvec2 at;
+        uvec2 words = rope_f16_words(cb, pr[0], pr[1], vec4(y[0], y[1]), neox, at);
+        cache[at.x] = words.x;
+        cache[at.y] = words.y;
 #else
         for (uint j = 0u; j < PAIRS; j++) {
-            cache[cb + ia[j]] = y0[j];
-            cache[cb + ib[j]] = y1[j];
+            cache[cb + pr[j].x] = y[j].x;
+            cache[cb + pr[j].y] = y[j].y;
         }
 #endif
 #endif
