@@ -7,16 +7,13 @@
 // block sums of matmul.comp (common/qdot.glsl), the same f32 expression per
 // block (legacy_value), summed over the blocks in order: the same bits.
 //
-// Workgroup (x, y) computes TM weight rows by TN tokens. Per stage it loads
-// KB blocks of each of its rows (as signed bytes, the type's offset taken
-// off, and the block's scales) and the matching activation blocks (x
-// quantized to Q8_0 / Q8_1 by quantize_act.comp) into shared memory,
-// neighbouring invocations reading neighbouring blocks; then invocation
-// (tr, tt) dots rows tr + i * LR (i < RM) with tokens tt + j * LT (j < RT)
-// from shared memory.
-// Bindings: 0 = weight chunk (uint words), 1 = x (activation blocks, u32
-// words), 2 = out. Push: WeightPush (x_offset and the row stride of x count
-// words).
+// Workgroup (x, y) computes TM weight rows by TN tokens (common/tile.glsl:
+// the bindings, x as Q8_0 / Q8_1 blocks from quantize_act.comp). Per stage
+// it loads KB blocks of each of its rows (as signed bytes, the type's
+// offset taken off, and the block's scales) and the matching activation
+// blocks into shared memory, neighbouring invocations reading neighbouring
+// blocks; then invocation (tr, tt) dots rows tr + i * LR (i < RM) with
+// tokens tt + j * LT (j < RT) from shared memory.
 
 #include "weights.glsl"
 
@@ -25,15 +22,7 @@
 #if !defined(TM) || !defined(TN) || !defined(RM) || !defined(RT) || !defined(KB)
 #error "matmul_tiled.comp: define TM, TN, RM, RT and KB"
 #endif
-#define LR (TM / RM)     // row lanes
-#define LT (TN / RT)     // token lanes
-#define WG (LR * LT)
-layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
-
-layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
-layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
-layout(push_constant) uniform Push { WeightPush p; };
+#include "tile.glsl"
 
 #include "blocks.glsl"
 #define QT 1u
@@ -51,10 +40,10 @@ shared uvec4 xs[KB * TN * 3];
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint tr = tid % uint(LR);
-    uint tt = tid / uint(LR);
-    uint r0 = gl_WorkGroupID.x * uint(TM);
-    uint t0 = gl_WorkGroupID.y * uint(TN);
+    uint tr = tile_tr();
+    uint tt = tile_tt();
+    uint r0 = tile_r0();
+    uint t0 = tile_t0();
     uint nb = p.n_in / BLOCK_ELEMS;
 
     float acc[RM * RT]; // row i, token j at i * RT + j
@@ -122,16 +111,5 @@ void main() {
         barrier();
     }
 
-    for (uint j = 0u; j < uint(RT); j++) {
-        uint t = t0 + tt + j * uint(LT);
-        if (t < p.n_tok) {
-            uint o = p.out_offset + t * p.n_out + p.col0;
-            for (uint i = 0u; i < uint(RM); i++) {
-                uint r = r0 + tr + i * uint(LR);
-                if (r < p.rows) {
-                    O[o + r] = acc[i * uint(RT) + j];
-                }
-            }
-        }
-    }
+    tile_store(acc);
 }

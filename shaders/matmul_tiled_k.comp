@@ -13,26 +13,16 @@
 // elements (chunk elements l, l + 8, l + 16, l + 24): one packed dot
 // product per lane and chunk where a scale covers 32 elements (Q4_K, Q5_K),
 // two (the halves of the word) where it covers 16 (Q3_K, Q6_K).
-// Workgroup (x, y) computes TM weight rows by TN tokens, one super-block a
-// stage; invocation (tr, tt) dots rows tr + i * LR (i < RM) with tokens
-// tt + j * LT (j < RT).
-// Bindings: 0 = weight chunk (uint words), 1 = x (Q8_K blocks, u32 words),
-// 2 = out. Push: WeightPush (x_offset and the row stride of x count words).
+// Workgroup (x, y) computes TM weight rows by TN tokens (common/tile.glsl:
+// the bindings, x as Q8_K blocks), one super-block a stage; invocation
+// (tr, tt) dots rows tr + i * LR (i < RM) with tokens tt + j * LT (j < RT).
 
 #include "weights.glsl"
 
 #if !defined(TM) || !defined(TN) || !defined(RM) || !defined(RT)
 #error "matmul_tiled_k.comp: define TM, TN, RM and RT"
 #endif
-#define LR (TM / RM)     // row lanes
-#define LT (TN / RT)     // token lanes
-#define WG (LR * LT)
-layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
-
-layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
-layout(set = 0, binding = 1, std430) readonly buffer At { uint A[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Ot { float O[]; };
-layout(push_constant) uniform Push { WeightPush p; };
+#include "tile.glsl"
 
 #include "blocks.glsl"
 #define QT 1u
@@ -86,10 +76,10 @@ uint pack_bytes(ivec4 q) {
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint tr = tid % uint(LR);
-    uint tt = tid / uint(LR);
-    uint r0 = gl_WorkGroupID.x * uint(TM);
-    uint t0 = gl_WorkGroupID.y * uint(TN);
+    uint tr = tile_tr();
+    uint tt = tile_tt();
+    uint r0 = tile_r0();
+    uint t0 = tile_t0();
     uint nb = p.n_in / BLOCK_ELEMS;
 
     float acc[RM * RT]; // row i, token j at i * RT + j
@@ -232,16 +222,5 @@ void main() {
         barrier();
     }
 
-    for (uint j = 0u; j < uint(RT); j++) {
-        uint t = t0 + tt + j * uint(LT);
-        if (t < p.n_tok) {
-            uint o = p.out_offset + t * p.n_out + p.col0;
-            for (uint i = 0u; i < uint(RM); i++) {
-                uint r = r0 + tr + i * uint(LR);
-                if (r < p.rows) {
-                    O[o + r] = acc[i * uint(RT) + j];
-                }
-            }
-        }
-    }
+    tile_store(acc);
 }

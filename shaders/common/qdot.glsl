@@ -59,23 +59,37 @@ int hsum(ivec4 v) {
 #define ACT_WORDS Q8_0_WORDS
 #endif
 
-void wq_pair(uint bb, uint j, out ivec4 lo, out ivec4 hi) {
+// The words of block bb that hold elements 4j..4j + 3 and 16 + 4j..: x the
+// quants (Q4_x, Q5_x: both elements' nibbles, low and high; Q8_0: the low
+// elements' bytes), y the rest (Q5_x: the fifth bits of the block; Q8_0:
+// the high elements' bytes; Q4_x: 0).
+uvec2 wq_words(uint bb, uint j) {
 #if defined(WEIGHT_Q4_0)
-    uvec4 b = bytes4(rd_u32(bb + 2u + 4u * j));
+    return uvec2(rd_u32(bb + 2u + 4u * j), 0u);
+#elif defined(WEIGHT_Q4_1)
+    return uvec2(WORD((bb >> 2) + 1u + j), 0u);
+#elif defined(WEIGHT_Q5_0)
+    return uvec2(rd_u32(bb + 6u + 4u * j), rd_u32(bb + 2u));
+#elif defined(WEIGHT_Q5_1)
+    return uvec2(WORD((bb >> 2) + 2u + j), WORD((bb >> 2) + 1u));
+#else // Q8_0
+    return uvec2(rd_u32(bb + 2u + 4u * j), rd_u32(bb + 18u + 4u * j));
+#endif
+}
+
+void wq_pair(uint bb, uint j, out ivec4 lo, out ivec4 hi) {
+    uvec2 w = wq_words(bb, j);
+#if defined(WEIGHT_Q4_0)
+    uvec4 b = bytes4(w.x);
     lo = ivec4(b & 15u) - 8;
     hi = ivec4(b >> 4) - 8;
 #elif defined(WEIGHT_Q4_1)
-    uvec4 b = bytes4(WORD((bb >> 2) + 1u + j));
+    uvec4 b = bytes4(w.x);
     lo = ivec4(b & 15u);
     hi = ivec4(b >> 4);
 #elif defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1)
-#if defined(WEIGHT_Q5_0)
-    uint qh = rd_u32(bb + 2u);
-    uvec4 b = bytes4(rd_u32(bb + 6u + 4u * j));
-#else
-    uint qh = WORD((bb >> 2) + 1u);
-    uvec4 b = bytes4(WORD((bb >> 2) + 2u + j));
-#endif
+    uint qh = w.y;
+    uvec4 b = bytes4(w.x);
     uvec4 e = uvec4(0u, 1u, 2u, 3u) + 4u * j;
     uvec4 h0 = ((uvec4(qh) >> e) & 1u) << 4;
     uvec4 h1 = ((uvec4(qh) >> (e + 16u)) & 1u) << 4;
@@ -87,8 +101,8 @@ void wq_pair(uint bb, uint j, out ivec4 lo, out ivec4 hi) {
     hi = ivec4((b >> 4) | h1);
 #endif
 #else // Q8_0
-    lo = i8x4i(rd_u32(bb + 2u + 4u * j));
-    hi = i8x4i(rd_u32(bb + 18u + 4u * j));
+    lo = i8x4i(w.x);
+    hi = i8x4i(w.y);
 #endif
 }
 
@@ -109,12 +123,9 @@ uint less_each(uint b, uint off) {
 // wq_pair's integers as packed signed bytes (lo: elements 4j..4j + 3, hi:
 // 16 + 4j..).
 void wq_packed(uint bb, uint j, out uint lo, out uint hi) {
+    uvec2 w = wq_words(bb, j);
 #if defined(WEIGHT_Q4_0) || defined(WEIGHT_Q4_1)
-#if defined(WEIGHT_Q4_0)
-    uint b = rd_u32(bb + 2u + 4u * j);
-#else
-    uint b = WORD((bb >> 2) + 1u + j);
-#endif
+    uint b = w.x;
     lo = b & 0x0f0f0f0fu;
     hi = (b >> 4) & 0x0f0f0f0fu;
 #if defined(WEIGHT_Q4_0)
@@ -122,13 +133,8 @@ void wq_packed(uint bb, uint j, out uint lo, out uint hi) {
     hi = less_each(hi, 8u);
 #endif
 #elif defined(WEIGHT_Q5_0) || defined(WEIGHT_Q5_1)
-#if defined(WEIGHT_Q5_0)
-    uint qh = rd_u32(bb + 2u);
-    uint b = rd_u32(bb + 6u + 4u * j);
-#else
-    uint qh = WORD((bb >> 2) + 1u);
-    uint b = WORD((bb >> 2) + 2u + j);
-#endif
+    uint qh = w.y;
+    uint b = w.x;
     lo = (b & 0x0f0f0f0fu) | (spread4((qh >> (4u * j)) & 15u) << 4);
     hi = ((b >> 4) & 0x0f0f0f0fu) | (spread4((qh >> (16u + 4u * j)) & 15u) << 4);
 #if defined(WEIGHT_Q5_0)
@@ -136,8 +142,8 @@ void wq_packed(uint bb, uint j, out uint lo, out uint hi) {
     hi = less_each(hi, 16u);
 #endif
 #else // Q8_0: signed bytes already
-    lo = rd_u32(bb + 2u + 4u * j);
-    hi = rd_u32(bb + 18u + 4u * j);
+    lo = w.x;
+    hi = w.y;
 #endif
 }
 #endif
