@@ -530,6 +530,47 @@ fn the_gpu_path_says_paris_with_zero_validation_messages() {
     );
 }
 
+/// `SHARPI_VK_PIPELINE_STATS` only logs: the driver's statistics of each
+/// pipeline where the device has VK_KHR_pipeline_executable_properties
+/// (a line per shader variant), or one line saying the device lacks it
+/// (lavapipe); the tokens are those of a run without it.
+#[test]
+fn pipeline_stats_log_without_changing_the_output() {
+    let m = path(SMOLLM2);
+    let args = [
+        "-m",
+        m.as_str(),
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        "4",
+        "-g",
+        "-1",
+    ];
+    let plain = sharpi(&args);
+    let logged = std::process::Command::new(env!("CARGO_BIN_EXE_sharpi"))
+        .args(args)
+        .env("SHARPI_VK_PIPELINE_STATS", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run sharpi");
+    assert_eq!(stdout(&logged), stdout(&plain));
+    let err = String::from_utf8_lossy(&logged.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("sharpi: pipeline stats"))
+        .collect();
+    assert!(
+        lines.len() == 1 && lines[0].contains("lacks VK_KHR_pipeline_executable_properties")
+            || lines.len() > 1 && lines.iter().any(|l| l.contains("attention")),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&plain.stderr).contains("pipeline stats"));
+}
+
 #[test]
 fn bad_device_flags_are_one_line_errors() {
     let m = path(SMOLLM2);

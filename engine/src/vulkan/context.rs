@@ -172,7 +172,12 @@ impl Context {
         if let Some(p) = slot.get() {
             return Ok(p);
         }
-        let created = Pipeline::new(self.shared.device(), shader, &self.shared.dev.limits)?;
+        let created = Pipeline::new(
+            self.shared.device(),
+            shader,
+            &self.shared.dev.limits,
+            self.shared.dev.stats.as_ref(),
+        )?;
         if let Err(lost) = slot.set(created) {
             // Another thread won the race; its pipeline is the cached one.
             lost.destroy(self.shared.device());

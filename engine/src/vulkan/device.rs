@@ -25,6 +25,7 @@ use super::error::{VkCall, VkError, VkResult};
 use super::instance::{DeviceInfo, Instance, API_VERSION};
 use super::limits::DeviceLimits;
 use super::pipeline::Pipeline;
+use super::pipeline_stats;
 use super::shaders;
 
 /// One logical device with its compute queue, memory allocator and
@@ -42,6 +43,9 @@ pub(crate) struct Device {
     pub(crate) info: DeviceInfo,
     pub(crate) limits: DeviceLimits,
     pub(crate) instance: &'static Instance,
+    /// The statistics queries ([`pipeline_stats`]), where asked for and
+    /// the device has them.
+    pub(crate) stats: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 
 impl Device {
@@ -84,18 +88,32 @@ impl Device {
         let queue_info = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
-        let extensions = [ash::khr::shader_integer_dot_product::NAME.as_ptr()];
+        let stats = pipeline_stats::enabled() && pipeline_stats::supported(instance, physical)?;
+        if pipeline_stats::enabled() && !stats {
+            eprintln!(
+                "sharpi: pipeline stats: {} lacks VK_KHR_pipeline_executable_properties",
+                info.name
+            );
+        }
+        let mut extensions = Vec::new();
         let mut dot_features = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
             .shader_integer_dot_product(true);
+        let mut exec_features =
+            vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+                .pipeline_executable_info(true);
         let mut device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
         if integer_dot {
-            device_info = device_info
-                .enabled_extension_names(&extensions)
-                .push_next(&mut dot_features);
+            extensions.push(ash::khr::shader_integer_dot_product::NAME.as_ptr());
+            device_info = device_info.push_next(&mut dot_features);
         }
+        if stats {
+            extensions.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+            device_info = device_info.push_next(&mut exec_features);
+        }
+        device_info = device_info.enabled_extension_names(&extensions);
         // SAFETY: `physical` belongs to this instance; the create info points to
         // locals that outlive the call; one queue of an existing family is
-        // requested; the extension and feature enabled were found supported.
+        // requested; the extensions and features enabled were found supported.
         let raw = unsafe { instance.raw.create_device(physical, &device_info, None) }
             .call("vkCreateDevice")?;
         // SAFETY: queue 0 of `queue_family` was requested at device creation.
@@ -141,6 +159,8 @@ impl Device {
         if families[queue_family as usize].timestamp_valid_bits == 0 {
             limits.timestamp_period = 0.0;
         }
+        let stats = stats
+            .then(|| ash::khr::pipeline_executable_properties::Device::new(&instance.raw, &raw));
         Ok(Device {
             raw,
             queue: Mutex::new(queue),
@@ -150,6 +170,7 @@ impl Device {
             info,
             limits,
             instance,
+            stats,
         })
     }
 }

@@ -44,6 +44,7 @@ mod instance;
 mod limits;
 mod memory;
 mod pipeline;
+pub mod pipeline_stats;
 pub mod profile;
 pub mod push;
 pub mod shaders;

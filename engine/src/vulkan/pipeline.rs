@@ -21,10 +21,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// `stats`: the statistics queries where they are asked for
+    /// ([`super::pipeline_stats`]): the pipeline is created to capture
+    /// them, and they are printed.
     pub(crate) fn new(
         device: &ash::Device,
         shader: &Shader,
         limits: &DeviceLimits,
+        stats: Option<&ash::khr::pipeline_executable_properties::Device>,
     ) -> VkResult<Self> {
         if shader.push_constant_size > limits.max_push_constants_size {
             return Err(VkError::Dispatch {
@@ -95,7 +99,13 @@ impl Pipeline {
             .stage(vk::ShaderStageFlags::COMPUTE)
             .module(module)
             .name(c"main");
+        let flags = if stats.is_some() {
+            vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+        } else {
+            vk::PipelineCreateFlags::empty()
+        };
         let info = [vk::ComputePipelineCreateInfo::default()
+            .flags(flags)
             .stage(stage)
             .layout(layout)];
         // SAFETY: module and layout are live, and the layout matches the shader's
@@ -114,6 +124,9 @@ impl Pipeline {
                 });
             }
         };
+        if let Some(loader) = stats {
+            super::pipeline_stats::report(loader, raw, shader.name);
+        }
         Ok(Self {
             raw,
             layout,
