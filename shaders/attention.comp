@@ -169,18 +169,13 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid) {
 }
 
 
-// The first position a query at `pos` sees.
-uint first_seen(uint pos) {
-    return (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
-}
-
 void main() {
     uint h = gl_WorkGroupID.x;
     uint tid = gl_LocalInvocationID.x;
     uint t = gl_WorkGroupID.y; // the row, at position pos
     uint g = h / p.group;
     uint pos = step_words[p.pos_at] + t;
-    uint first = first_seen(pos);
+    uint first = first_seen(pos, p.window);
     uint dk = p.head_dim_k;
     uint dv = p.head_dim_v;
 

@@ -91,7 +91,7 @@ void main() {
     uint base = gl_SubgroupInvocationID - lane; // first lane of the 8
     uint g = h / p.group;
     uint pos = step_words[p.pos_at] + t;
-    uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
+    uint first = first_seen(pos, p.window);
     uint nk = p.head_dim_k / 4u; // vec4s of a K row
     uint nv = p.head_dim_v / 4u;
 

@@ -75,7 +75,7 @@ void main() {
     uint lane = gl_LocalInvocationID.x;
     uint g = h / p.group;
     uint pos = step_words[p.pos_at] + t;
-    uint first = (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
+    uint first = first_seen(pos, p.window);
     uint nk = p.head_dim_k / 4u; // vec4s of a K row
     uint nv = p.head_dim_v / 4u;
 

@@ -107,11 +107,6 @@ float v_at(uint e) {
 }
 #endif
 
-// The first position a query at `pos` sees.
-uint first_seen(uint pos) {
-    return (p.window == 0u || pos + 1u <= p.window) ? 0u : pos + 1u - p.window;
-}
-
 // Cache elements each invocation stages per chunk.
 #define PER (TK * DC / WGS)
 
@@ -187,7 +182,7 @@ void main() {
     float m = MAX_START;
     precise float l = 0.0;
 
-    uint lo = first_seen(pos0);
+    uint lo = first_seen(pos0, p.window);
     uint hi = pos0 + nr;
     for (uint j0 = lo; j0 < hi; j0 += TK) {
         uint n = min(TK, hi - j0);
@@ -236,7 +231,7 @@ void main() {
             uint r = r0 + k;
             uint pos = pos0 + r;
             float x = NEG_INF;
-            if (lane < n && r < nr && j >= first_seen(pos) && j <= pos) {
+            if (lane < n && r < nr && j >= first_seen(pos, p.window) && j <= pos) {
                 x = p.scale * s[k];
                 if (p.softcap > 0.0) {
                     x = p.softcap * tanh_accurate(x / p.softcap);
@@ -274,7 +269,7 @@ void main() {
         for (uint k = 0u; k < RPI; k++) {
             uint r = r0 + k;
             uint pos = pos0 + r;
-            uint first = first_seen(pos);
+            uint first = first_seen(pos, p.window);
             ka[k] = first > j0 ? min(first - j0, n) : 0u;
             kb[k] = r < nr && pos + 1u > j0 ? min(n, pos + 1u - j0) : 0u;
             alpha[k] = row_alpha[r];
@@ -299,7 +294,7 @@ void main() {
                 // two levels at once (element i of the second is
                 // (e_i + e_{i+32}) + (e_{i+16} + e_{i+48})), then the rest.
                 uint r = lid;
-                uint first = first_seen(pos0 + r);
+                uint first = first_seen(pos0 + r, p.window);
                 uint a = first > j0 ? min(first - j0, n) : 0u;
                 uint b = r < nr && pos0 + r + 1u > j0 ? min(n, pos0 + r + 1u - j0) : 0u;
                 if (a < b) {

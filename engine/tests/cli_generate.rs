@@ -8,7 +8,7 @@ use crate::gguf_support;
 use std::path::PathBuf;
 use std::process::Output;
 
-use crate::cli_support::{path, sharpi, stdout};
+use crate::cli_support::{path, sharpi, sharpi_env, stdout};
 use engine::gguf::{GgufWriter, Value};
 use gguf_support::{model_path, GEMMA3, SMOLLM2};
 
@@ -35,17 +35,7 @@ fn assert_one_line_error(o: &Output, code: i32, needle: &str) {
 #[test]
 fn smollm2_greedy_raw_says_paris() {
     let m = path(SMOLLM2);
-    let o = sharpi(&[
-        "-m",
-        &m,
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        "8",
-    ]);
+    let o = sharpi(&greedy(&m, "8"));
     let text = stdout(&o);
     assert!(text.starts_with(" Paris"), "{text:?}");
     // Counts and speeds on stderr.
@@ -491,22 +481,28 @@ fn chat_prompt_starts_with_one_bos() {
     );
 }
 
+/// The arguments of a greedy continuation of "The capital of France is" by
+/// model file `m`: `n` tokens.
+fn greedy<'a>(m: &'a str, n: &'a str) -> Vec<&'a str> {
+    vec![
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        n,
+    ]
+}
+
 #[test]
 fn the_gpu_path_says_paris_with_zero_validation_messages() {
     let m = path(SMOLLM2);
     // Greedy continuation of the prompt: `n` tokens with `extra` flags.
     let paris = |n: &str, extra: &[&str]| {
-        let mut a = vec![
-            "-m",
-            m.as_str(),
-            "-p",
-            "The capital of France is",
-            "--raw",
-            "--temp",
-            "0",
-            "-n",
-            n,
-        ];
+        let mut a = greedy(&m, n);
         a.extend_from_slice(extra);
         let o = sharpi(&a);
         assert!(
@@ -537,26 +533,10 @@ fn the_gpu_path_says_paris_with_zero_validation_messages() {
 #[test]
 fn pipeline_stats_log_without_changing_the_output() {
     let m = path(SMOLLM2);
-    let args = [
-        "-m",
-        m.as_str(),
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        "4",
-        "-g",
-        "-1",
-    ];
+    let mut args = greedy(&m, "4");
+    args.extend(["-g", "-1"]);
     let plain = sharpi(&args);
-    let logged = std::process::Command::new(env!("CARGO_BIN_EXE_sharpi"))
-        .args(args)
-        .env("SHARPI_VK_PIPELINE_STATS", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run sharpi");
+    let logged = sharpi_env(&args, &[("SHARPI_VK_PIPELINE_STATS", "1")]);
     assert_eq!(stdout(&logged), stdout(&plain));
     let err = String::from_utf8_lossy(&logged.stderr);
     let lines: Vec<&str> = err

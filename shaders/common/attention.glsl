@@ -49,6 +49,12 @@ struct KvWritePush {
 #define RUNNING_MAX(m_new) (m_new)
 #endif
 
+// The first position a query at `pos` sees under a sliding window of
+// `window` positions (0: none).
+uint first_seen(uint pos, uint window) {
+    return (window == 0u || pos + 1u <= window) ? 0u : pos + 1u - window;
+}
+
 struct AttnPush {
     uint n_head;
     uint group;      // n_head / n_kv_head

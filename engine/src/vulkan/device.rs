@@ -179,24 +179,37 @@ impl Device {
 /// `shaderIntegerDotProduct` (packed 4 x 8-bit dot products: the prefill
 /// products' `DOT4` variants).
 fn integer_dot_product(instance: &Instance, physical: vk::PhysicalDevice) -> VkResult<bool> {
+    let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+    let name = ash::khr::shader_integer_dot_product::NAME;
+    Ok(extension_features(instance, physical, name, &mut dot)?
+        && dot.shader_integer_dot_product == vk::TRUE)
+}
+
+/// Whether `physical` has the device extension `name`; where it has,
+/// `features` (that extension's feature struct) filled in by
+/// vkGetPhysicalDeviceFeatures2.
+pub(crate) fn extension_features<T: vk::ExtendsPhysicalDeviceFeatures2>(
+    instance: &Instance,
+    physical: vk::PhysicalDevice,
+    name: &std::ffi::CStr,
+    features: &mut T,
+) -> VkResult<bool> {
     // SAFETY: `physical` was enumerated from this live instance.
     let exts = unsafe { instance.raw.enumerate_device_extension_properties(physical) }
         .call("vkEnumerateDeviceExtensionProperties")?;
-    let name = ash::khr::shader_integer_dot_product::NAME;
     if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
         return Ok(false);
     }
-    let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
-    let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut dot);
+    let mut all = vk::PhysicalDeviceFeatures2::default().push_next(features);
     // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+, where
     // vkGetPhysicalDeviceFeatures2 is core); the extension of the chained
     // struct is supported (checked above); the chain outlives the call.
     unsafe {
         instance
             .raw
-            .get_physical_device_features2(physical, &mut features)
+            .get_physical_device_features2(physical, &mut all)
     };
-    Ok(dot.shader_integer_dot_product == vk::TRUE)
+    Ok(true)
 }
 
 /// What became of opening one physical device: not tried yet, its

@@ -13,7 +13,8 @@ use std::sync::OnceLock;
 
 use ash::vk;
 
-use super::error::{VkCall, VkResult};
+use super::device::extension_features;
+use super::error::VkResult;
 use super::instance::Instance;
 
 /// Whether `SHARPI_VK_PIPELINE_STATS` asks for the statistics (read once).
@@ -24,24 +25,10 @@ pub fn enabled() -> bool {
 
 /// Whether `physical` has the extension with `pipelineExecutableInfo`.
 pub(crate) fn supported(instance: &Instance, physical: vk::PhysicalDevice) -> VkResult<bool> {
-    // SAFETY: `physical` was enumerated from this live instance.
-    let exts = unsafe { instance.raw.enumerate_device_extension_properties(physical) }
-        .call("vkEnumerateDeviceExtensionProperties")?;
-    let name = ash::khr::pipeline_executable_properties::NAME;
-    if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
-        return Ok(false);
-    }
     let mut exec = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
-    let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut exec);
-    // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+, where
-    // vkGetPhysicalDeviceFeatures2 is core); the extension of the chained
-    // struct is supported (checked above); the chain outlives the call.
-    unsafe {
-        instance
-            .raw
-            .get_physical_device_features2(physical, &mut features)
-    };
-    Ok(exec.pipeline_executable_info == vk::TRUE)
+    let name = ash::khr::pipeline_executable_properties::NAME;
+    Ok(extension_features(instance, physical, name, &mut exec)?
+        && exec.pipeline_executable_info == vk::TRUE)
 }
 
 /// One statistic as text: `name=value`.

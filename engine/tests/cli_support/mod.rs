@@ -8,8 +8,14 @@ use crate::gguf_support::model_path;
 
 /// `sharpi ARGS` run to completion, stdin empty, stdout and stderr kept.
 pub fn sharpi(args: &[&str]) -> Output {
+    sharpi_env(args, &[])
+}
+
+/// [`sharpi`] with the environment variables `vars` (name, value) set.
+pub fn sharpi_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sharpi"))
         .args(args)
+        .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run sharpi")
