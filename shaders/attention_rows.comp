@@ -47,9 +47,7 @@
 #define RPI 4u
 #endif
 #define BR (RS * RPI)
-#ifndef MAX_D
 #define MAX_D 256u
-#endif
 // Dimensions of keys or values staged at a time.
 #define DC 64u
 #define NCH (MAX_D / DC)

@@ -3,6 +3,7 @@
 //! it on stderr. The read end is closed before the process starts, so
 //! every write to stdout fails with EPIPE (Rust ignores SIGPIPE).
 
+use crate::cli_support::greedy;
 use crate::gguf_support::model_path;
 
 use std::process::{Command, Stdio};
@@ -53,17 +54,7 @@ fn every_command_exits_0_on_a_closed_stdout() {
         vec!["inspect", "--json", m],
         vec!["tokenize", "-m", m, "-p", "Hello world"],
         vec!["tokenize", "-m", m, "-p", "Hello world", "--ids"],
-        vec![
-            "-m",
-            m,
-            "-p",
-            "The capital of France is",
-            "--raw",
-            "--temp",
-            "0",
-            "-n",
-            "4",
-        ],
+        greedy(m, "4"),
         vec![
             "run", "-m", m, "-p", "Hi", "--temp", "0", "-n", "4", "--json",
         ],

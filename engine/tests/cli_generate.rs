@@ -8,7 +8,7 @@ use crate::gguf_support;
 use std::path::PathBuf;
 use std::process::Output;
 
-use crate::cli_support::{path, sharpi, sharpi_env, stdout};
+use crate::cli_support::{greedy, path, sharpi, sharpi_env, stdout};
 use engine::gguf::{GgufWriter, Value};
 use gguf_support::{model_path, GEMMA3, SMOLLM2};
 
@@ -44,18 +44,7 @@ fn smollm2_greedy_raw_says_paris() {
     assert!(err.contains("decode: 7 tokens"), "{err}");
     assert!(err.contains("tokens/s"), "{err}");
     // `run` is the same command.
-    let o = sharpi(&[
-        "run",
-        "-m",
-        &m,
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        "8",
-    ]);
+    let o = sharpi(&[&["run"][..], &greedy(&m, "8")].concat());
     assert_eq!(stdout(&o), text);
 }
 
@@ -479,22 +468,6 @@ fn chat_prompt_starts_with_one_bos() {
         p.tokens.iter().filter(|&&t| Some(t) == tok.bos()).count(),
         1
     );
-}
-
-/// The arguments of a greedy continuation of "The capital of France is" by
-/// model file `m`: `n` tokens.
-fn greedy<'a>(m: &'a str, n: &'a str) -> Vec<&'a str> {
-    vec![
-        "-m",
-        m,
-        "-p",
-        "The capital of France is",
-        "--raw",
-        "--temp",
-        "0",
-        "-n",
-        n,
-    ]
 }
 
 #[test]

@@ -6,6 +6,22 @@ use std::process::{Command, Output, Stdio};
 
 use crate::gguf_support::model_path;
 
+/// The arguments of a greedy continuation of "The capital of France is" by
+/// model file `m`: `n` tokens.
+pub fn greedy<'a>(m: &'a str, n: &'a str) -> Vec<&'a str> {
+    vec![
+        "-m",
+        m,
+        "-p",
+        "The capital of France is",
+        "--raw",
+        "--temp",
+        "0",
+        "-n",
+        n,
+    ]
+}
+
 /// `sharpi ARGS` run to completion, stdin empty, stdout and stderr kept.
 pub fn sharpi(args: &[&str]) -> Output {
     sharpi_env(args, &[])
