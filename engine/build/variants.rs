@@ -83,6 +83,41 @@ pub const ONCE: &[Once] = &[
         "attention_rows.comp",
         &[("KV_F16", "1")],
     ),
+    // Prefill through an f16 cache with cooperative matrices, where the
+    // device has them (op_attention.rs COOP): head dims up to 64 in tiles
+    // of 64 keys, up to 128 in tiles of 32 (shared memory: 48 KiB at most).
+    (
+        "attention_coop_d64",
+        "attention_coop.comp",
+        &[("MAX_D", "64u"), ("BC", "64u"), ("NSG", "2u")],
+    ),
+    (
+        "attention_coop_d128",
+        "attention_coop.comp",
+        &[("MAX_D", "128u"), ("BC", "32u"), ("NSG", "2u")],
+    ),
+    // The same over runs of keys, each writing partials that
+    // attention_combine_rows.comp weighs together (op_attention.rs).
+    (
+        "attention_coop_d64_split",
+        "attention_coop.comp",
+        &[
+            ("MAX_D", "64u"),
+            ("BC", "64u"),
+            ("NSG", "2u"),
+            ("SPLIT", "1"),
+        ],
+    ),
+    (
+        "attention_coop_d128_split",
+        "attention_coop.comp",
+        &[
+            ("MAX_D", "128u"),
+            ("BC", "32u"),
+            ("NSG", "2u"),
+            ("SPLIT", "1"),
+        ],
+    ),
     ("attention_f32_split", "attention.comp", &[("SPLIT", "1")]),
     (
         "attention_f16_split",
@@ -220,6 +255,48 @@ pub const FAULT: &[Once] = &[
         "attention_f16_rows_unshifted",
         "attention_rows.comp",
         &[("KV_F16", "1"), ("FAULT_SOFTMAX_UNSHIFTED", "1")],
+    ),
+    (
+        "attention_coop_d64_unshifted",
+        "attention_coop.comp",
+        &[
+            ("MAX_D", "64u"),
+            ("BC", "64u"),
+            ("NSG", "2u"),
+            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
+        ],
+    ),
+    (
+        "attention_coop_d128_unshifted",
+        "attention_coop.comp",
+        &[
+            ("MAX_D", "128u"),
+            ("BC", "32u"),
+            ("NSG", "2u"),
+            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
+        ],
+    ),
+    (
+        "attention_coop_d64_split_unshifted",
+        "attention_coop.comp",
+        &[
+            ("MAX_D", "64u"),
+            ("BC", "64u"),
+            ("NSG", "2u"),
+            ("SPLIT", "1"),
+            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
+        ],
+    ),
+    (
+        "attention_coop_d128_split_unshifted",
+        "attention_coop.comp",
+        &[
+            ("MAX_D", "128u"),
+            ("BC", "32u"),
+            ("NSG", "2u"),
+            ("SPLIT", "1"),
+            ("FAULT_SOFTMAX_UNSHIFTED", "1"),
+        ],
     ),
     (
         "attention_f32_split_unshifted",

@@ -37,6 +37,16 @@ fn f16_bound(n_keys: usize, max_v: f32) -> f64 {
     (2f64.powi(-11) + n_keys as f64 * 2f64.powi(-25) + 1e-5) * f64::from(max_v)
 }
 
+/// [`f16_bound`] for `attention_coop.comp` (cooperative matrices, where
+/// the device has them): it rounds each of its weights e_j = exp(s_j - m)
+/// to f16 before V·e (relative 2^-11 at most, or the smallest subnormal,
+/// 2^-24 before the row's sum) where the CPU rounds its normalised
+/// probabilities, so the two roundings add: (2^-10 + n·2^-24) max |v|, plus
+/// the same 1e-5 of max |v| for the f32 sums (the tensor unit's order).
+fn coop_bound(n_keys: usize, max_v: f32) -> f64 {
+    (2f64.powi(-10) + n_keys as f64 * 2f64.powi(-24) + 1e-5) * f64::from(max_v)
+}
+
 #[derive(Clone, Debug)]
 struct Case {
     n_head: usize,
@@ -151,7 +161,14 @@ fn run_case_on(c: &Case, seed: u64, which: usize) -> Option<f64> {
             ),
             KvType::F16 => {
                 let max_v = all_v.iter().fold(0.0f32, |m, v: &f32| m.max(v.abs()));
-                let bound = f16_bound(pos0 + t, max_v);
+                let coop = p
+                    .gpu
+                    .attention_takes_coop(c.ty, t, c.head_dim_k, c.head_dim_v);
+                let bound = if coop {
+                    coop_bound(pos0 + t, max_v)
+                } else {
+                    f16_bound(pos0 + t, max_v)
+                };
                 let (j, d) = want
                     .iter()
                     .zip(&got)
@@ -609,6 +626,9 @@ fn attention_of_row_blocks_writes_the_one_row_bits() {
     if !p.gpu.set_kernel_layout(KernelLayout::Gpu) {
         return;
     }
+    // The kernels of f32 products (cooperative matrices round the weights:
+    // `coop_prefill_matches_cpu`).
+    let coop = p.gpu.set_attention_coop(false);
     let shapes = [
         (9, 3, 64, 64, None, None),
         (4, 1, 256, 256, Some(200), Some(2.0)),
@@ -662,6 +682,90 @@ fn attention_of_row_blocks_writes_the_one_row_bits() {
         }
     }
     p.gpu.set_attention_rows(true);
+    p.gpu.set_attention_coop(coop);
     assert!(compared > 0);
     p.finish("attention of row blocks");
+}
+
+/// `attention_coop.comp` (cooperative matrices of halves, where the device
+/// has them) against the CPU through an f16 cache, held to [`coop_bound`]
+/// element by element: SmolLM2's shape (9 / 3 heads of 64) over prefills
+/// longer than a tile, at pos0 > 0 and with a last block of fewer than 32
+/// rows; both variants (head dims up to 64, up to 128) with GQA, head_dim_v
+/// != head_dim_k, windows shorter than the sequence and soft-capping, in
+/// one run of keys and in several (split-K: 2 runs for 300 rows, 4 for
+/// 1,200 positions; with a window, runs that some row blocks see nothing
+/// of); decode steps between (the other kernels). Skipped (with a note)
+/// on a device without them.
+#[test]
+fn coop_prefill_matches_cpu() {
+    if !Pair::new().gpu.attention_coop() {
+        eprintln!("no cooperative matrices of halves: nothing to compare");
+        return;
+    }
+    let smol = Case {
+        n_head: 9,
+        n_kv_head: 3,
+        head_dim_k: 64,
+        head_dim_v: 64,
+        scale_mult: 1.0,
+        window: None,
+        softcap: None,
+        ty: KvType::F16,
+        steps: vec![300, 1, 70, 33],
+        spare: 5,
+    };
+    let cases = [
+        smol.clone(),
+        Case {
+            scale_mult: 4.0,
+            steps: vec![2, 130, 1, 17],
+            ..smol.clone()
+        },
+        Case {
+            n_head: 4,
+            n_kv_head: 1,
+            head_dim_k: 128,
+            head_dim_v: 128,
+            window: Some(40),
+            softcap: Some(2.0),
+            steps: vec![97, 1, 64],
+            ..smol.clone()
+        },
+        Case {
+            n_head: 8,
+            n_kv_head: 2,
+            head_dim_k: 64,
+            head_dim_v: 32,
+            window: Some(70),
+            steps: vec![150, 31],
+            ..smol.clone()
+        },
+        Case {
+            n_head: 2,
+            n_kv_head: 2,
+            head_dim_k: 32,
+            head_dim_v: 80,
+            softcap: Some(0.5),
+            steps: vec![45, 45],
+            ..smol.clone()
+        },
+        Case {
+            steps: vec![40, 1100, 60],
+            ..smol.clone()
+        },
+        Case {
+            n_head: 4,
+            n_kv_head: 1,
+            head_dim_k: 128,
+            head_dim_v: 128,
+            window: Some(300),
+            steps: vec![700, 90],
+            ..smol
+        },
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let worst = run_case(c, 9500 + i as u64);
+        eprintln!("NMSE {worst:.2e} {c:?}");
+    }
 }

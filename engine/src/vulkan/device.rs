@@ -84,6 +84,7 @@ impl Device {
             .ok_or_else(|| VkError::NoComputeQueue(info.name.clone()))?;
 
         let integer_dot = integer_dot_product(instance, physical)?;
+        let coop = coop_f16(instance, physical)?;
         let priorities = [1.0f32];
         let queue_info = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
@@ -101,7 +102,21 @@ impl Device {
         let mut exec_features =
             vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
                 .pipeline_executable_info(true);
+        let mut coop_features =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default().cooperative_matrix(true);
+        let mut f16_features =
+            vk::PhysicalDeviceShaderFloat16Int8Features::default().shader_float16(true);
+        let mut model_features = vk::PhysicalDeviceVulkanMemoryModelFeatures::default()
+            .vulkan_memory_model(true)
+            .vulkan_memory_model_device_scope(true);
         let mut device_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info);
+        if coop {
+            extensions.push(ash::nv::cooperative_matrix::NAME.as_ptr());
+            device_info = device_info
+                .push_next(&mut coop_features)
+                .push_next(&mut f16_features)
+                .push_next(&mut model_features);
+        }
         if integer_dot {
             extensions.push(ash::khr::shader_integer_dot_product::NAME.as_ptr());
             device_info = device_info.push_next(&mut dot_features);
@@ -155,6 +170,8 @@ impl Device {
         };
         let mut limits = DeviceLimits::new(&props, &subgroup, &float_controls, &memory);
         limits.integer_dot = integer_dot;
+        // The kernels assume subgroups of 32 with shuffles.
+        limits.coop_f16 = coop && limits.subgroup_size == 32 && limits.subgroup_shuffle;
         // No timestamps on this queue: nothing to profile with.
         if families[queue_family as usize].timestamp_valid_bits == 0 {
             limits.timestamp_period = 0.0;
@@ -183,6 +200,83 @@ fn integer_dot_product(instance: &Instance, physical: vk::PhysicalDevice) -> VkR
     let name = ash::khr::shader_integer_dot_product::NAME;
     Ok(extension_features(instance, physical, name, &mut dot)?
         && dot.shader_integer_dot_product == vk::TRUE)
+}
+
+/// Whether `physical` has VK_NV_cooperative_matrix with `cooperativeMatrix`,
+/// 16 x 16 x 16 products of f16 matrices into f32 ones at subgroup scope
+/// in compute shaders, `shaderFloat16`, and `vulkanMemoryModel` with
+/// `vulkanMemoryModelDeviceScope` (glslang compiles cooperative matrices
+/// under the Vulkan memory model; with it enabled, the other shaders'
+/// device-scope barriers need the second):
+/// `shaders/attention_coop.comp`.
+fn coop_f16(instance: &Instance, physical: vk::PhysicalDevice) -> VkResult<bool> {
+    let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default();
+    let name = ash::nv::cooperative_matrix::NAME;
+    if !extension_features(instance, physical, name, &mut coop)?
+        || coop.cooperative_matrix != vk::TRUE
+    {
+        return Ok(false);
+    }
+    let mut f16 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+    let mut model = vk::PhysicalDeviceVulkanMemoryModelFeatures::default();
+    let mut all = vk::PhysicalDeviceFeatures2::default()
+        .push_next(&mut f16)
+        .push_next(&mut model);
+    let mut props = vk::PhysicalDeviceCooperativeMatrixPropertiesNV::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut props);
+    // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+, where
+    // both queries are core and the float16 struct is too); the extension
+    // of the chained properties struct is supported (checked above); the
+    // chains outlive the calls.
+    unsafe {
+        instance
+            .raw
+            .get_physical_device_features2(physical, &mut all);
+        instance
+            .raw
+            .get_physical_device_properties2(physical, &mut props2);
+    }
+    if f16.shader_float16 != vk::TRUE
+        || model.vulkan_memory_model != vk::TRUE
+        || model.vulkan_memory_model_device_scope != vk::TRUE
+        || !props
+            .cooperative_matrix_supported_stages
+            .contains(vk::ShaderStageFlags::COMPUTE)
+    {
+        return Ok(false);
+    }
+    let fns = ash::nv::cooperative_matrix::Instance::new(super::instance::entry()?, &instance.raw);
+    let get = fns
+        .fp()
+        .get_physical_device_cooperative_matrix_properties_nv;
+    let mut count = 0u32;
+    // SAFETY: the function was loaded for this instance, whose device
+    // `physical` has the extension (checked above); a null array asks for
+    // the count only.
+    let got = unsafe { get(physical, &mut count, std::ptr::null_mut()) };
+    if got != vk::Result::SUCCESS {
+        return Err(VkError::Vk {
+            call: "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
+            result: got,
+        });
+    }
+    let mut shapes = vec![vk::CooperativeMatrixPropertiesNV::default(); count as usize];
+    // SAFETY: as above; `shapes` holds `count` initialised structs.
+    let got = unsafe { get(physical, &mut count, shapes.as_mut_ptr()) };
+    if got != vk::Result::SUCCESS && got != vk::Result::INCOMPLETE {
+        return Err(VkError::Vk {
+            call: "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
+            result: got,
+        });
+    }
+    shapes.truncate(count as usize);
+    let f16 = vk::ComponentTypeNV::FLOAT16;
+    let f32 = vk::ComponentTypeNV::FLOAT32;
+    Ok(shapes.iter().any(|s| {
+        (s.m_size, s.n_size, s.k_size) == (16, 16, 16)
+            && (s.a_type, s.b_type, s.c_type, s.d_type) == (f16, f16, f32, f32)
+            && s.scope == vk::ScopeNV::SUBGROUP
+    }))
 }
 
 /// Whether `physical` has the device extension `name`; where it has,

@@ -133,7 +133,7 @@ impl DeviceSelector {
 
 /// The Vulkan loader, loaded once and never unloaded (unloading it would
 /// unload the drivers and layers that every instance of the process uses).
-fn entry() -> VkResult<&'static ash::Entry> {
+pub(crate) fn entry() -> VkResult<&'static ash::Entry> {
     static ENTRY: OnceLock<Result<ash::Entry, String>> = OnceLock::new();
     ENTRY
         // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is

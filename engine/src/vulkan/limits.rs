@@ -32,6 +32,12 @@ pub struct DeviceLimits {
     /// (`shaderIntegerDotProduct` of VK_KHR_shader_integer_dot_product,
     /// enabled at device creation where the device has it).
     pub integer_dot: bool,
+    /// Whether shaders may take cooperative matrices of halves into f32
+    /// (VK_NV_cooperative_matrix, 16 x 16 x 16 at subgroup scope, with
+    /// `shaderFloat16`, both enabled at device creation where the device
+    /// has them; subgroups of 32 with shuffles): the prefill attention's
+    /// `attention_coop` variants.
+    pub coop_f16: bool,
 }
 
 impl DeviceLimits {
@@ -67,6 +73,7 @@ impl DeviceLimits {
             subgroup_arithmetic: compute_has(vk::SubgroupFeatureFlags::ARITHMETIC),
             denorm_preserve_f32: float_controls.shader_denorm_preserve_float32 == vk::TRUE,
             integer_dot: false,
+            coop_f16: false,
         }
     }
 }

@@ -184,6 +184,9 @@ pub struct VulkanBackend {
     /// slot, bytes, and the first counter word (where the counters were
     /// last zeroed: every dispatch leaves them at zero).
     attn_partials: Option<(u32, u64, usize)>,
+    /// Split-K prefill attention's partials (`op_attention.rs`
+    /// `coop_split`): slot and bytes.
+    coop_partials: Option<(u32, u64)>,
     /// The norm the last fused matvec computed (`op_matvec_fused.rs`).
     norm_prologue: Option<op_matvec_fused::NormPrologue>,
     /// Whether decode matvecs are fused with their neighbours
@@ -198,6 +201,10 @@ pub struct VulkanBackend {
     /// Whether a batch of rows on the GPU layout takes the attention kernel
     /// of several rows per workgroup (`attention_*_rows`).
     attention_rows: bool,
+    /// Whether a batch of rows on the GPU layout through an f16 cache takes
+    /// the attention kernel of cooperative matrices (`attention_coop_*`;
+    /// where the device has them).
+    attention_coop: bool,
     /// Whether a per-head norm is fused with the RoPE, query scale and
     /// cache write after it (`op_norm_rope.rs`).
     norm_rope: bool,
@@ -235,6 +242,7 @@ impl VulkanBackend {
         let budget = ctx.limits().device_local_bytes;
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
         let integer_dot = ctx.limits().integer_dot;
+        let attention_coop = ctx.limits().coop_f16;
         let mut b = VulkanBackend {
             pending: None,
             replay: None,
@@ -253,11 +261,13 @@ impl VulkanBackend {
             kernel_layout,
             act_scratch: op_quantize::ActScratch::default(),
             attn_partials: None,
+            coop_partials: None,
             norm_prologue: None,
             fuse_matvecs: true,
             rope_epilogue: true,
             integer_dot,
             attention_rows: true,
+            attention_coop,
             norm_rope: true,
             post_counter: None,
         };
@@ -323,6 +333,37 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_attention_rows(&mut self, on: bool) {
         self.attention_rows = on;
+    }
+
+    /// Turns the prefill attention of cooperative matrices
+    /// (`shaders/attention_coop.comp`, an f16 cache on the GPU layout) on
+    /// (the default where the device has them) or off (the kernels of f32
+    /// products: tests compare each with the CPU). Returns whether it is on.
+    #[doc(hidden)]
+    pub fn set_attention_coop(&mut self, on: bool) -> bool {
+        self.attention_coop = on && self.ctx.limits().coop_f16;
+        self.attention_coop
+    }
+
+    /// Whether a batch of rows through an f16 cache on the GPU layout may
+    /// take the attention kernel of cooperative matrices.
+    pub fn attention_coop(&self) -> bool {
+        self.attention_coop && self.kernel_layout == KernelLayout::Gpu
+    }
+
+    /// Whether attention of `t` query rows of head dims `dk`/`dv` through
+    /// a cache of `ty` takes the kernel of cooperative matrices (its f16
+    /// weights bound its outputs differently:
+    /// `engine/tests/vulkan_attention.rs`).
+    #[doc(hidden)]
+    pub fn attention_takes_coop(
+        &self,
+        ty: crate::ops::KvType,
+        t: usize,
+        dk: usize,
+        dv: usize,
+    ) -> bool {
+        op_attention::takes_coop(self, ty, t, dk, dv)
     }
 
     /// The matrix kernels this backend dispatches.

@@ -35,6 +35,25 @@ const ATTN_ROWS: usize = 16;
 /// Largest head dims of `attention_rows.comp` (`MAX_D`); larger ones take
 /// `attention.comp`, a workgroup per row.
 const ROWS_MAX_HEAD_DIM: usize = 256;
+/// Query rows per workgroup of `attention_coop.comp` (16 a subgroup, `NSG`
+/// subgroups).
+const COOP_ROWS: usize = 32;
+/// `attention_coop.comp` takes head dims in multiples of this (the
+/// matrices' side) up to [`COOP_MAX_HEAD_DIM`] (its larger `MAX_D`).
+const COOP_HEAD_DIM_STEP: usize = 16;
+const COOP_MAX_HEAD_DIM: usize = 128;
+/// Split-K prefill (`attention_coop.comp` SPLIT): runs of keys until the
+/// dispatch has about this many workgroups (a workgroup of 64 holds an
+/// H200 SM's warps for the whole of its keys: 144 workgroups for SmolLM2's
+/// 512 rows leave most of them idle)...
+const COOP_TARGET_GROUPS: usize = 1024;
+/// ... with runs of at least this many keys (the positions a run starts at
+/// are multiples of [`COOP_SPLIT_STEP`], a multiple of both variants'
+/// tiles),...
+const COOP_MIN_SPLIT_KEYS: usize = 256;
+const COOP_SPLIT_STEP: usize = 64;
+/// ... and partials of at most this many bytes.
+const COOP_MAX_PARTIAL_BYTES: usize = 64 << 20;
 /// Largest `head_dim_k` of `attention.comp` (`MAX_DK`).
 pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
@@ -80,19 +99,42 @@ enum Kernel {
     /// batch of rows on the GPU layout, head dims up to
     /// [`ROWS_MAX_HEAD_DIM`]).
     SharedRows,
+    /// `attention_coop.comp`: a workgroup of two subgroups per (head,
+    /// [`COOP_ROWS`] rows), the products in cooperative matrices of halves
+    /// (a batch of rows on the GPU layout through an f16 cache, where the
+    /// device has them); `d128`: the variant of head dims up to 128.
+    Coop { d128: bool },
     /// `attention_cpu.comp`: an invocation per (row, head).
     CpuRows,
     /// `attention_keys_cpu.comp`: a subgroup per (head, row).
     CpuKeys,
 }
 
-/// `rows`: whether the GPU layout takes [`Kernel::SharedRows`] for a batch.
-fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize, rows: bool) -> Kernel {
+/// `rows`: whether the GPU layout takes [`Kernel::SharedRows`] for a batch;
+/// `coop`: whether it takes [`Kernel::Coop`] for a batch through an f16
+/// cache (`ty`) where the head dims fit.
+#[allow(clippy::too_many_arguments)]
+fn kernel(
+    layout: KernelLayout,
+    ty: KvType,
+    t: usize,
+    dk: usize,
+    dv: usize,
+    rows: bool,
+    coop: bool,
+) -> Kernel {
     let fits = |step: usize| {
         dk.is_multiple_of(step) && dv.is_multiple_of(step) && dk.max(dv) <= CPU_MAX_HEAD_DIM
     };
+    let coop_fits = dk.is_multiple_of(COOP_HEAD_DIM_STEP)
+        && dv.is_multiple_of(COOP_HEAD_DIM_STEP)
+        && dk.max(dv) <= COOP_MAX_HEAD_DIM;
     if layout != KernelLayout::Cpu {
-        if t > 1 && rows && dk.max(dv) <= ROWS_MAX_HEAD_DIM {
+        if t > 1 && coop && ty == KvType::F16 && coop_fits {
+            Kernel::Coop {
+                d128: dk.max(dv) > 64,
+            }
+        } else if t > 1 && rows && dk.max(dv) <= ROWS_MAX_HEAD_DIM {
             Kernel::SharedRows
         } else {
             Kernel::Shared
@@ -104,6 +146,21 @@ fn kernel(layout: KernelLayout, t: usize, dk: usize, dv: usize, rows: bool) -> K
     } else {
         Kernel::Shared
     }
+}
+
+/// Whether `b` takes `attention_coop.comp` for `t` rows of head dims
+/// `dk`/`dv` through a cache of `ty`.
+pub(super) fn takes_coop(b: &VulkanBackend, ty: KvType, t: usize, dk: usize, dv: usize) -> bool {
+    let k = kernel(
+        b.kernel_layout,
+        ty,
+        t,
+        dk,
+        dv,
+        b.attention_rows,
+        b.attention_coop,
+    );
+    matches!(k, Kernel::Coop { .. })
 }
 
 /// `KvWritePush` of `shaders/common/attention.glsl`: `rows` rows of
@@ -158,6 +215,8 @@ const _: () = {
     assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F32_ROWS.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16_ROWS.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_COOP_D64.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_COOP_D128.push_constant_size as usize);
     assert!(size + 8 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
     assert!(size + 8 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
@@ -169,6 +228,31 @@ const _: () = {
 // SAFETY: repr(C), thirteen 32-bit fields (u32 / f32), 52 bytes (asserted
 // above): no padding.
 unsafe impl PushConstants for AttnPush {}
+
+/// `Push` of `shaders/attention_combine_rows.comp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct CombinePush {
+    n_rows: u32,
+    n_head: u32,
+    head_dim_v: u32,
+    n_split: u32,
+    out_offset: u32,
+    /// The partials' first word of (m, l).
+    ml_at: u32,
+}
+
+const _: () = {
+    let size = std::mem::size_of::<CombinePush>();
+    assert!(size == 24);
+    assert!(size == shaders::ATTENTION_COMBINE_ROWS.push_constant_size as usize);
+    let split = shaders::ATTENTION_COOP_D64_SPLIT.push_constant_size as usize;
+    assert!(split == std::mem::size_of::<AttnPush>() + 8);
+    assert!(split == shaders::ATTENTION_COOP_D128_SPLIT.push_constant_size as usize);
+};
+
+// SAFETY: repr(C), six u32 fields, 24 bytes (asserted above): no padding.
+unsafe impl PushConstants for CombinePush {}
 
 fn u32_of(v: usize, what: &str) -> u32 {
     u32::try_from(v).unwrap_or_else(|_| panic!("attention: {what} {v} exceeds u32"))
@@ -357,10 +441,26 @@ pub(super) fn attention(
         softcap: p.softcap.unwrap_or(0.0),
         n_rows: u32_of(t, "rows"),
     };
-    let kernel = kernel(b.kernel_layout, t, dk, dv, b.attention_rows);
+    let kernel = kernel(
+        b.kernel_layout,
+        c.ty,
+        t,
+        dk,
+        dv,
+        b.attention_rows,
+        b.attention_coop,
+    );
     let first = p.window.map_or(0, |w| (pos0 + 1).saturating_sub(w));
     let n_split = (pos0 + 1 - first).div_ceil(SPLIT_KEYS).min(MAX_SPLITS);
-    if matches!(kernel, Kernel::Shared | Kernel::SharedRows) {
+    if let Kernel::Coop { d128 } = kernel {
+        if coop_split(b, &c, (q, out), &push, d128, pos0 + t) {
+            return;
+        }
+    }
+    if matches!(
+        kernel,
+        Kernel::Shared | Kernel::SharedRows | Kernel::Coop { .. }
+    ) {
         // Made by the first (a prefill's, not a replayed step's).
         let Some(part) = partials(b, nh, dv) else {
             return;
@@ -375,6 +475,8 @@ pub(super) fn attention(
         (KvType::F16, Kernel::Shared) => &shaders::ATTENTION_F16,
         (KvType::F32, Kernel::SharedRows) => &shaders::ATTENTION_F32_ROWS,
         (KvType::F16, Kernel::SharedRows) => &shaders::ATTENTION_F16_ROWS,
+        (_, Kernel::Coop { d128: false }) => &shaders::ATTENTION_COOP_D64,
+        (_, Kernel::Coop { d128: true }) => &shaders::ATTENTION_COOP_D128,
         (KvType::F32, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F32,
         (KvType::F16, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F16,
         (KvType::F32, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F32,
@@ -399,6 +501,7 @@ pub(super) fn attention(
         Kernel::Shared | Kernel::CpuKeys => [push.n_head, u32_of(t, "rows"), 1],
         // x: heads, y: blocks of rows.
         Kernel::SharedRows => [push.n_head, u32_of(t.div_ceil(ATTN_ROWS), "rows"), 1],
+        Kernel::Coop { .. } => [push.n_head, u32_of(t.div_ceil(COOP_ROWS), "rows"), 1],
     };
     b.dispatch(shader, &binds, &push, groups);
 }
@@ -498,6 +601,102 @@ fn split_k(
     );
 }
 
+/// Prefill through cooperative matrices in runs of keys
+/// (`attention_coop.comp` SPLIT, a workgroup per (head, 32 rows, run),
+/// each writing its rows' unnormalised partials), then
+/// `attention_combine_rows.comp` weighing the runs together: where the
+/// batch's `keys` (positions 0 .. pos0 + T) make more than one run of
+/// [`COOP_MIN_SPLIT_KEYS`] worth it. Returns whether it recorded them
+/// (false: one run; the caller records the kernel unsplit).
+fn coop_split(
+    b: &mut VulkanBackend,
+    c: &GpuKv,
+    (q, out): (Act, Act),
+    push: &AttnPush,
+    d128: bool,
+    keys: usize,
+) -> bool {
+    let (t, nh, dv) = (
+        push.n_rows as usize,
+        push.n_head as usize,
+        push.head_dim_v as usize,
+    );
+    let groups = nh * t.div_ceil(COOP_ROWS);
+    let bytes_per_run = t * nh * (dv + 2) * 4;
+    let n_split = COOP_TARGET_GROUPS
+        .div_ceil(groups)
+        .min(keys.div_ceil(COOP_MIN_SPLIT_KEYS))
+        .min(COOP_MAX_PARTIAL_BYTES / bytes_per_run);
+    if n_split <= 1 {
+        return false;
+    }
+    let split_keys = keys.div_ceil(n_split).next_multiple_of(COOP_SPLIT_STEP);
+    let n_split = keys.div_ceil(split_keys);
+    if n_split <= 1 {
+        return false;
+    }
+    let bytes = (n_split * bytes_per_run) as u64;
+    let slot = match b.coop_partials {
+        Some((slot, have)) if have >= bytes => slot,
+        _ => {
+            // Geometric growth: a larger batch or context later allocates
+            // again (the old buffer stays with its recorded commands).
+            let size = bytes.next_power_of_two();
+            match b.new_buffer("attention run partials", size, false, false) {
+                Ok(slot) => {
+                    b.coop_partials = Some((slot, size));
+                    slot
+                }
+                // No room: one run, no partials.
+                Err(_) => return false,
+            }
+        }
+    };
+    let part = Bind {
+        buf: slot,
+        bytes: 0..bytes,
+    };
+    let ml_at = n_split * t * nh * dv;
+    let shader = if d128 {
+        &shaders::ATTENTION_COOP_D128_SPLIT
+    } else {
+        &shaders::ATTENTION_COOP_D64_SPLIT
+    };
+    #[cfg(feature = "fault-injection")]
+    let shader = if fault::active("gpu-softmax-unshifted") {
+        unshifted(shader)
+    } else {
+        shader
+    };
+    let [kb, vb] = cache_binds(c);
+    let binds = [Bind::act(q), kb, vb, part.clone(), Bind::step(push.pos_at)];
+    let mut push_bytes = push.as_bytes().to_vec();
+    push_bytes.extend_from_slice(&u32_of(split_keys, "split keys").to_le_bytes());
+    push_bytes.extend_from_slice(&u32_of(ml_at, "partials").to_le_bytes());
+    b.dispatch_bytes(
+        shader,
+        &binds,
+        push_bytes,
+        [
+            push.n_head,
+            u32_of(t.div_ceil(COOP_ROWS), "rows"),
+            u32_of(n_split, "runs"),
+        ],
+    );
+    let combine = &shaders::ATTENTION_COMBINE_ROWS;
+    let cpush = CombinePush {
+        n_rows: push.n_rows,
+        n_head: push.n_head,
+        head_dim_v: push.head_dim_v,
+        n_split: u32_of(n_split, "runs"),
+        out_offset: push.out_offset,
+        ml_at: u32_of(ml_at, "partials"),
+    };
+    let groups = b.groups_1d(combine, (t * nh * dv) as u64);
+    b.dispatch(combine, &[part, Bind::act(out)], &cpush, groups);
+    true
+}
+
 /// The variant of an attention shader whose online softmax skips the
 /// max subtraction (fault `gpu-softmax-unshifted`; engine/build/variants.rs
 /// `FAULT`, compiled only with the feature).
@@ -513,6 +712,22 @@ fn unshifted(s: &'static shaders::Shader) -> &'static shaders::Shader {
         (
             &shaders::ATTENTION_F16_ROWS,
             &shaders::ATTENTION_F16_ROWS_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_COOP_D64,
+            &shaders::ATTENTION_COOP_D64_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_COOP_D128,
+            &shaders::ATTENTION_COOP_D128_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_COOP_D64_SPLIT,
+            &shaders::ATTENTION_COOP_D64_SPLIT_UNSHIFTED,
+        ),
+        (
+            &shaders::ATTENTION_COOP_D128_SPLIT,
+            &shaders::ATTENTION_COOP_D128_SPLIT_UNSHIFTED,
         ),
         (
             &shaders::ATTENTION_F32_SPLIT,
@@ -551,6 +766,8 @@ const _: () = {
     assert!(size == shaders::ATTENTION_F16_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F32_ROWS_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16_ROWS_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_COOP_D64_UNSHIFTED.push_constant_size as usize);
+    assert!(size == shaders::ATTENTION_COOP_D128_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F16_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_KEYS_CPU_F32_UNSHIFTED.push_constant_size as usize);
@@ -564,21 +781,50 @@ mod tests {
     #[test]
     fn kernel_by_layout_rows_and_head_dims() {
         let (gpu, cpu) = (KernelLayout::Gpu, KernelLayout::Cpu);
-        assert_eq!(kernel(gpu, 1, 64, 64, true), Kernel::Shared);
-        assert_eq!(kernel(gpu, 2, 64, 64, true), Kernel::SharedRows);
-        assert_eq!(kernel(gpu, 64, 64, 64, true), Kernel::SharedRows);
-        assert_eq!(kernel(gpu, 64, 64, 64, false), Kernel::Shared);
-        assert_eq!(kernel(cpu, 64, 17, 9, true), Kernel::Shared);
+        let (f32, f16) = (KvType::F32, KvType::F16);
+        assert_eq!(kernel(gpu, f32, 1, 64, 64, true, false), Kernel::Shared);
+        assert_eq!(kernel(gpu, f32, 2, 64, 64, true, false), Kernel::SharedRows);
+        assert_eq!(
+            kernel(gpu, f32, 64, 64, 64, true, false),
+            Kernel::SharedRows
+        );
+        assert_eq!(kernel(gpu, f32, 64, 64, 64, false, false), Kernel::Shared);
+        assert_eq!(kernel(cpu, f32, 64, 17, 9, true, false), Kernel::Shared);
         // Decode and short batches: the keys kernel; 8 rows and more: the
         // rows kernel where the dims are whole groups of 8 vec4s.
-        assert_eq!(kernel(cpu, 1, 64, 64, true), Kernel::CpuKeys);
-        assert_eq!(kernel(cpu, 7, 256, 256, true), Kernel::CpuKeys);
-        assert_eq!(kernel(cpu, 8, 64, 64, true), Kernel::CpuRows);
-        assert_eq!(kernel(cpu, 8, 80, 80, true), Kernel::CpuKeys);
-        assert_eq!(kernel(cpu, 1, 64, 32, true), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, f32, 1, 64, 64, true, false), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, f32, 7, 256, 256, true, false), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, f32, 8, 64, 64, true, false), Kernel::CpuRows);
+        assert_eq!(kernel(cpu, f32, 8, 80, 80, true, false), Kernel::CpuKeys);
+        assert_eq!(kernel(cpu, f32, 1, 64, 32, true, false), Kernel::CpuKeys);
         // Past what the CPU kernels hold: the shared-memory kernel.
-        assert_eq!(kernel(cpu, 1, 17, 9, true), Kernel::Shared);
-        assert_eq!(kernel(cpu, 1, 512, 64, true), Kernel::Shared);
-        assert_eq!(kernel(cpu, 64, 288, 288, true), Kernel::Shared);
+        assert_eq!(kernel(cpu, f32, 1, 17, 9, true, false), Kernel::Shared);
+        assert_eq!(kernel(cpu, f32, 1, 512, 64, true, false), Kernel::Shared);
+        assert_eq!(kernel(cpu, f32, 64, 288, 288, true, false), Kernel::Shared);
+        // Cooperative matrices: batches through an f16 cache on the GPU
+        // layout, head dims of whole 16s up to 128; the rest as before.
+        let coop = |d128| Kernel::Coop { d128 };
+        assert_eq!(kernel(gpu, f16, 2, 64, 64, true, true), coop(false));
+        assert_eq!(kernel(gpu, f16, 512, 64, 64, false, true), coop(false));
+        assert_eq!(kernel(gpu, f16, 512, 64, 80, true, true), coop(true));
+        assert_eq!(kernel(gpu, f16, 512, 128, 128, true, true), coop(true));
+        assert_eq!(kernel(gpu, f16, 1, 64, 64, true, true), Kernel::Shared);
+        assert_eq!(
+            kernel(gpu, f32, 512, 64, 64, true, true),
+            Kernel::SharedRows
+        );
+        assert_eq!(
+            kernel(gpu, f16, 512, 64, 72, true, true),
+            Kernel::SharedRows
+        );
+        assert_eq!(
+            kernel(gpu, f16, 512, 256, 256, true, true),
+            Kernel::SharedRows
+        );
+        assert_eq!(
+            kernel(gpu, f16, 512, 64, 64, true, false),
+            Kernel::SharedRows
+        );
+        assert_eq!(kernel(cpu, f16, 512, 64, 64, true, true), Kernel::CpuRows);
     }
 }
