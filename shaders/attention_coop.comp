@@ -4,9 +4,10 @@
 // halves summed in f32), for devices that have them (op_attention.rs picks
 // it for prefill on the GPU layout; the other kernels stay the fallback).
 //
-// One workgroup per (head h = x, BR rows = y), NSG subgroups of 32, each
-// subgroup 16 query rows; the last rows' workgroups first (they see the
-// most keys). Per tile of BC keys:
+// The keys go in runs of `split_keys` positions (a multiple of BC from
+// position 0): one workgroup per (head h = x, BR rows = y, run = z), NSG
+// subgroups of 32, each subgroup 16 query rows; the last rows' workgroups
+// first (they see the most keys). Per tile of BC keys of the run:
 //   staging: the tile's keys and values, BC rows of head_dim halves each,
 //            into shared memory (every load issued before any store);
 //   scores:  S [16, BC] = Q [16, dk] . K^T, one 16 x 16 block of keys at a
@@ -18,12 +19,13 @@
 //            row's output scaled by alpha;
 //   values:  O_tile [16, dv] = P [16, BC] . V [BC, dv], stored to the
 //            scratch and added to the lanes' output registers.
-// out = O * (1 / l). SPLIT: the keys in runs of `split_keys` positions, a
-// workgroup per (head, rows, run) (z), each writing its rows' O, m and l
-// unnormalised to the partials (`attention_combine_rows.comp` weighs the
-// runs together): far more workgroups in flight at long context. A tile whose values hold a NaN or an infinity takes
-// the values step in scalar code over each row's visible keys instead: in
-// the product a key a row does not see would add 0 * inf = NaN.
+// Each workgroup writes its rows' O, m and l unnormalised to the partials
+// (`attention_combine_rows.comp` weighs the runs together: out = O / l):
+// far more workgroups in flight at long context than one per (head, rows)
+// (op_attention.rs takes this kernel only where there are two runs or
+// more). A tile whose values hold a NaN or an infinity takes the values
+// step in scalar code over each row's visible keys instead: in the
+// product a key a row does not see would add 0 * inf = NaN.
 //
 // Numerics against the other kernels: the query is rounded to f16 as
 // there (Q_IN: llama.cpp's CPU rounds the operand of an F16 cache); q . k
@@ -35,11 +37,10 @@
 //
 // Variants: MAX_D (the largest head_dim_k / head_dim_v; both multiples of
 // 16), BC (keys per tile), NSG (subgroups per workgroup).
-// Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read), 3 = out
-// (written; SPLIT: the partials), 4 = step words (read: the first row's
-// position). Push: AttnPush (SPLIT: then split_keys, a multiple of BC, and
-// ml_at, the partials' first word of m and l).
-// Partials (SPLIT), for run s of S, batch row t of T, head h of n_head:
+// Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read), 3 =
+// partials (written), 4 = step words (read: the first row's position).
+// Push: AttnPush, then split_keys and ml_at (the partials' first word of m
+// and l). Partials, for run s of S, batch row t of T, head h of n_head:
 // O [S, T, n_head, head_dim_v] from word 0, (m, l) [S, T, n_head, 2] from
 // ml_at. Limits (checked on the host): subgroups of 32 invocations,
 // head dims multiples of 16 up to MAX_D, cache widths multiples of 8.
@@ -79,22 +80,14 @@ layout(local_size_x = WGS, local_size_y = 1, local_size_z = 1) in;
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
 layout(set = 0, binding = 1, std430) readonly buffer K { uvec4 kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { uvec4 vc[]; };
-#ifdef SPLIT
 layout(set = 0, binding = 3, std430) writeonly buffer Part { float part[]; };
-#else
-layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
-#endif
 STEP_WORDS(4)
 
-#ifdef SPLIT
 layout(push_constant) uniform Push {
     AttnPush p;
     uint split_keys;
     uint ml_at;
 };
-#else
-layout(push_constant) uniform Push { AttnPush p; };
-#endif
 
 // Shared memory is two arrays, each a whole number of 16-byte units and
 // nothing else: however the driver places them, every matrix row starts
@@ -214,12 +207,10 @@ void main() {
 
     uint lo = first_seen(pos0, p.window);
     uint hi = pos0 + nr;
-#ifdef SPLIT
     // This workgroup's run of keys (empty for the runs past its rows).
     uint s0 = gl_WorkGroupID.z * split_keys;
     lo = max(lo, s0);
     hi = min(hi, s0 + split_keys);
-#endif
     for (uint j0 = lo, tile = 0u; j0 < hi; j0 += BC, tile++) {
         uint n = min(BC, hi - j0);
         barrier(); // the last readers of the keys and values are done
@@ -320,7 +311,6 @@ void main() {
         subgroupBarrier(); // the scratch is read before the next scores
     }
 
-#ifdef SPLIT
     if (valid) {
         uint th = (gl_WorkGroupID.z * p.n_rows + t0 + row) * p.n_head + h;
         for (uint i = 0u; i < MAX_D / 2u; i++) {
@@ -334,16 +324,4 @@ void main() {
             part[ml_at + 2u * th + 1u] = l;
         }
     }
-#else
-    if (valid) {
-        float inv = 1.0 / l;
-        uint obase = p.out_offset + ((t0 + row) * p.n_head + h) * dv;
-        for (uint i = 0u; i < MAX_D / 2u; i++) {
-            uint d = 2u * i + par;
-            if (d < dv) {
-                o[obase + d] = acc[i] * inv;
-            }
-        }
-    }
-#endif
 }

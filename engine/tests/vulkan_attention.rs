@@ -161,9 +161,11 @@ fn run_case_on(c: &Case, seed: u64, which: usize) -> Option<f64> {
             ),
             KvType::F16 => {
                 let max_v = all_v.iter().fold(0.0f32, |m, v: &f32| m.max(v.abs()));
-                let coop = p
-                    .gpu
-                    .attention_takes_coop(c.ty, t, c.head_dim_k, c.head_dim_v);
+                let coop = p.gpu.attention_takes_coop(
+                    c.ty,
+                    (t, pos0),
+                    (c.n_head, c.head_dim_k, c.head_dim_v),
+                );
                 let bound = if coop {
                     coop_bound(pos0 + t, max_v)
                 } else {
@@ -693,10 +695,10 @@ fn attention_of_row_blocks_writes_the_one_row_bits() {
 /// longer than a tile, at pos0 > 0 and with a last block of fewer than 32
 /// rows; both variants (head dims up to 64, up to 128) with GQA, head_dim_v
 /// != head_dim_k, windows shorter than the sequence and soft-capping, in
-/// one run of keys and in several (split-K: 2 runs for 300 rows, 4 for
-/// 1,200 positions; with a window, runs that some row blocks see nothing
-/// of); decode steps between (the other kernels). Skipped (with a note)
-/// on a device without them.
+/// runs of keys (2 for 300 rows, 4 for 1,200 positions; with a window,
+/// runs that some row blocks see nothing of); decode steps and short
+/// batches between (the other kernels). Skipped (with a note) on a device
+/// without them.
 #[test]
 fn coop_prefill_matches_cpu() {
     if !Pair::new().gpu.attention_coop() {
@@ -719,7 +721,7 @@ fn coop_prefill_matches_cpu() {
         smol.clone(),
         Case {
             scale_mult: 4.0,
-            steps: vec![2, 130, 1, 17],
+            steps: vec![2, 600, 1, 17],
             ..smol.clone()
         },
         Case {
@@ -729,7 +731,7 @@ fn coop_prefill_matches_cpu() {
             head_dim_v: 128,
             window: Some(40),
             softcap: Some(2.0),
-            steps: vec![97, 1, 64],
+            steps: vec![97, 1, 400],
             ..smol.clone()
         },
         Case {
@@ -738,7 +740,7 @@ fn coop_prefill_matches_cpu() {
             head_dim_k: 64,
             head_dim_v: 32,
             window: Some(70),
-            steps: vec![150, 31],
+            steps: vec![150, 31, 300],
             ..smol.clone()
         },
         Case {
@@ -747,7 +749,7 @@ fn coop_prefill_matches_cpu() {
             head_dim_k: 32,
             head_dim_v: 80,
             softcap: Some(0.5),
-            steps: vec![45, 45],
+            steps: vec![45, 45, 400],
             ..smol.clone()
         },
         Case {
@@ -764,7 +766,17 @@ fn coop_prefill_matches_cpu() {
             ..smol
         },
     ];
+    let p = Pair::new();
     for (i, c) in cases.iter().enumerate() {
+        // Some step of each case takes the kernel (two runs of keys or more).
+        let mut pos0 = 0;
+        let mut taken = 0;
+        for &t in &c.steps {
+            let dims = (c.n_head, c.head_dim_k, c.head_dim_v);
+            taken += usize::from(p.gpu.attention_takes_coop(c.ty, (t, pos0), dims));
+            pos0 += t;
+        }
+        assert!(taken > 0, "{c:?}: no step takes cooperative matrices");
         let worst = run_case(c, 9500 + i as u64);
         eprintln!("NMSE {worst:.2e} {c:?}");
     }

@@ -102,7 +102,10 @@ fn run(
         let (c, g) = p.read(out);
         let limit = match ty {
             KvType::F32 => limit,
-            KvType::F16 if p.gpu.attention_takes_coop(ty, t, shape.d, shape.d) => {
+            KvType::F16
+                if p.gpu
+                    .attention_takes_coop(ty, (t, pos0), (shape.n_head, shape.d, shape.d)) =>
+            {
                 limit.max(COOP_F16_FLOOR)
             }
             KvType::F16 => limit.max(F16_FLOOR),

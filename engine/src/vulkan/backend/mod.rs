@@ -351,19 +351,18 @@ impl VulkanBackend {
         self.attention_coop && self.kernel_layout == KernelLayout::Gpu
     }
 
-    /// Whether attention of `t` query rows of head dims `dk`/`dv` through
-    /// a cache of `ty` takes the kernel of cooperative matrices (its f16
-    /// weights bound its outputs differently:
+    /// Whether attention of `t` query rows at `pos0` of `n_head` heads of
+    /// dims `dk`/`dv` through a cache of `ty` takes the kernel of
+    /// cooperative matrices (its f16 weights bound its outputs differently:
     /// `engine/tests/vulkan_attention.rs`).
     #[doc(hidden)]
     pub fn attention_takes_coop(
         &self,
         ty: crate::ops::KvType,
-        t: usize,
-        dk: usize,
-        dv: usize,
+        (t, pos0): (usize, usize),
+        (n_head, dk, dv): (usize, usize, usize),
     ) -> bool {
-        op_attention::takes_coop(self, ty, t, dk, dv)
+        op_attention::takes_coop(self, ty, (t, pos0), (n_head, dk, dv))
     }
 
     /// The matrix kernels this backend dispatches.

@@ -35,25 +35,60 @@ const ATTN_ROWS: usize = 16;
 /// Largest head dims of `attention_rows.comp` (`MAX_D`); larger ones take
 /// `attention.comp`, a workgroup per row.
 const ROWS_MAX_HEAD_DIM: usize = 256;
-/// Query rows per workgroup of `attention_coop.comp` (16 a subgroup, `NSG`
-/// subgroups).
-const COOP_ROWS: usize = 32;
 /// `attention_coop.comp` takes head dims in multiples of this (the
 /// matrices' side) up to [`COOP_MAX_HEAD_DIM`] (its larger `MAX_D`).
 const COOP_HEAD_DIM_STEP: usize = 16;
 const COOP_MAX_HEAD_DIM: usize = 128;
-/// Split-K prefill (`attention_coop.comp` SPLIT): runs of keys until the
-/// dispatch has about this many workgroups (a workgroup of 64 holds an
-/// H200 SM's warps for the whole of its keys: 144 workgroups for SmolLM2's
-/// 512 rows leave most of them idle)...
+/// `attention_coop.comp` takes the keys in runs until the dispatch has
+/// about this many workgroups (in one run a workgroup holds an H200 SM's
+/// warps for the whole of its keys: two subgroups a workgroup, 144
+/// workgroups for SmolLM2's 512 rows, took 342 us a dispatch at depth 2048
+/// against the rows kernel's 303, and 173 us in runs; 2,048 workgroups
+/// were no faster)...
 const COOP_TARGET_GROUPS: usize = 1024;
 /// ... with runs of at least this many keys (the positions a run starts at
 /// are multiples of [`COOP_SPLIT_STEP`], a multiple of both variants'
 /// tiles),...
 const COOP_MIN_SPLIT_KEYS: usize = 256;
 const COOP_SPLIT_STEP: usize = 64;
-/// ... and partials of at most this many bytes.
+/// ... and partials of at most this many bytes. Fewer than two runs: the
+/// other kernels.
 const COOP_MAX_PARTIAL_BYTES: usize = 64 << 20;
+
+/// `attention_coop.comp`'s variant for head dims up to 128 (`d128`) or up
+/// to 64.
+fn coop_shader(d128: bool) -> &'static shaders::Shader {
+    if d128 {
+        &shaders::ATTENTION_COOP_D128
+    } else {
+        &shaders::ATTENTION_COOP_D64
+    }
+}
+
+/// The runs of keys of `attention_coop.comp` (`shader`) for `t` rows of
+/// `n_head` heads of `dv` over positions 0 .. `keys`: (runs, keys per
+/// run), or None where that is fewer than two runs.
+fn coop_runs(
+    shader: &shaders::Shader,
+    t: usize,
+    n_head: usize,
+    dv: usize,
+    keys: usize,
+) -> Option<(usize, usize)> {
+    // 16 rows a subgroup of 32.
+    let rows = shader.local_size[0] as usize / 2;
+    let groups = n_head * t.div_ceil(rows);
+    let bytes_per_run = t * n_head * (dv + 2) * 4;
+    let n_split = COOP_TARGET_GROUPS
+        .div_ceil(groups)
+        .min(keys.div_ceil(COOP_MIN_SPLIT_KEYS))
+        .min(COOP_MAX_PARTIAL_BYTES / bytes_per_run.max(1));
+    let split_keys = keys
+        .div_ceil(n_split.max(1))
+        .next_multiple_of(COOP_SPLIT_STEP);
+    let n_split = keys.div_ceil(split_keys);
+    (n_split >= 2).then_some((n_split, split_keys))
+}
 /// Largest `head_dim_k` of `attention.comp` (`MAX_DK`).
 pub const MAX_HEAD_DIM_K: usize = 512;
 /// Largest `head_dim_v` of `attention.comp`.
@@ -99,10 +134,12 @@ enum Kernel {
     /// batch of rows on the GPU layout, head dims up to
     /// [`ROWS_MAX_HEAD_DIM`]).
     SharedRows,
-    /// `attention_coop.comp`: a workgroup of two subgroups per (head,
-    /// [`COOP_ROWS`] rows), the products in cooperative matrices of halves
-    /// (a batch of rows on the GPU layout through an f16 cache, where the
-    /// device has them); `d128`: the variant of head dims up to 128.
+    /// `attention_coop.comp`: a workgroup of subgroups per (head, 16 rows
+    /// a subgroup, run of keys), the products in cooperative matrices of
+    /// halves (a batch of rows on the GPU layout through an f16 cache,
+    /// where the device has them and the keys make two runs or more;
+    /// `attention_combine_rows.comp` after it); `d128`: the variant of head
+    /// dims up to 128.
     Coop { d128: bool },
     /// `attention_cpu.comp`: an invocation per (row, head).
     CpuRows,
@@ -148,9 +185,14 @@ fn kernel(
     }
 }
 
-/// Whether `b` takes `attention_coop.comp` for `t` rows of head dims
-/// `dk`/`dv` through a cache of `ty`.
-pub(super) fn takes_coop(b: &VulkanBackend, ty: KvType, t: usize, dk: usize, dv: usize) -> bool {
+/// Whether `b` takes `attention_coop.comp` for `t` rows at `pos0` of
+/// `n_head` heads of dims `dk`/`dv` through a cache of `ty`.
+pub(super) fn takes_coop(
+    b: &VulkanBackend,
+    ty: KvType,
+    (t, pos0): (usize, usize),
+    (n_head, dk, dv): (usize, usize, usize),
+) -> bool {
     let k = kernel(
         b.kernel_layout,
         ty,
@@ -160,7 +202,10 @@ pub(super) fn takes_coop(b: &VulkanBackend, ty: KvType, t: usize, dk: usize, dv:
         b.attention_rows,
         b.attention_coop,
     );
-    matches!(k, Kernel::Coop { .. })
+    match k {
+        Kernel::Coop { d128 } => coop_runs(coop_shader(d128), t, n_head, dv, pos0 + t).is_some(),
+        _ => false,
+    }
 }
 
 /// `KvWritePush` of `shaders/common/attention.glsl`: `rows` rows of
@@ -215,8 +260,6 @@ const _: () = {
     assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F32_ROWS.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16_ROWS.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_COOP_D64.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_COOP_D128.push_constant_size as usize);
     assert!(size + 8 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
     assert!(size + 8 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
@@ -246,9 +289,9 @@ const _: () = {
     let size = std::mem::size_of::<CombinePush>();
     assert!(size == 24);
     assert!(size == shaders::ATTENTION_COMBINE_ROWS.push_constant_size as usize);
-    let split = shaders::ATTENTION_COOP_D64_SPLIT.push_constant_size as usize;
-    assert!(split == std::mem::size_of::<AttnPush>() + 8);
-    assert!(split == shaders::ATTENTION_COOP_D128_SPLIT.push_constant_size as usize);
+    let coop = shaders::ATTENTION_COOP_D64.push_constant_size as usize;
+    assert!(coop == std::mem::size_of::<AttnPush>() + 8);
+    assert!(coop == shaders::ATTENTION_COOP_D128.push_constant_size as usize);
 };
 
 // SAFETY: repr(C), six u32 fields, 24 bytes (asserted above): no padding.
@@ -441,7 +484,7 @@ pub(super) fn attention(
         softcap: p.softcap.unwrap_or(0.0),
         n_rows: u32_of(t, "rows"),
     };
-    let kernel = kernel(
+    let mut kernel = kernel(
         b.kernel_layout,
         c.ty,
         t,
@@ -456,11 +499,10 @@ pub(super) fn attention(
         if coop_split(b, &c, (q, out), &push, d128, pos0 + t) {
             return;
         }
+        // Fewer than two runs of keys, or no room for the partials.
+        kernel = self::kernel(b.kernel_layout, c.ty, t, dk, dv, b.attention_rows, false);
     }
-    if matches!(
-        kernel,
-        Kernel::Shared | Kernel::SharedRows | Kernel::Coop { .. }
-    ) {
+    if matches!(kernel, Kernel::Shared | Kernel::SharedRows) {
         // Made by the first (a prefill's, not a replayed step's).
         let Some(part) = partials(b, nh, dv) else {
             return;
@@ -475,8 +517,7 @@ pub(super) fn attention(
         (KvType::F16, Kernel::Shared) => &shaders::ATTENTION_F16,
         (KvType::F32, Kernel::SharedRows) => &shaders::ATTENTION_F32_ROWS,
         (KvType::F16, Kernel::SharedRows) => &shaders::ATTENTION_F16_ROWS,
-        (_, Kernel::Coop { d128: false }) => &shaders::ATTENTION_COOP_D64,
-        (_, Kernel::Coop { d128: true }) => &shaders::ATTENTION_COOP_D128,
+        (_, Kernel::Coop { .. }) => unreachable!("recorded by coop_split"),
         (KvType::F32, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F32,
         (KvType::F16, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F16,
         (KvType::F32, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F32,
@@ -501,7 +542,7 @@ pub(super) fn attention(
         Kernel::Shared | Kernel::CpuKeys => [push.n_head, u32_of(t, "rows"), 1],
         // x: heads, y: blocks of rows.
         Kernel::SharedRows => [push.n_head, u32_of(t.div_ceil(ATTN_ROWS), "rows"), 1],
-        Kernel::Coop { .. } => [push.n_head, u32_of(t.div_ceil(COOP_ROWS), "rows"), 1],
+        Kernel::Coop { .. } => unreachable!("recorded by coop_split"),
     };
     b.dispatch(shader, &binds, &push, groups);
 }
@@ -602,12 +643,12 @@ fn split_k(
 }
 
 /// Prefill through cooperative matrices in runs of keys
-/// (`attention_coop.comp` SPLIT, a workgroup per (head, 32 rows, run),
-/// each writing its rows' unnormalised partials), then
-/// `attention_combine_rows.comp` weighing the runs together: where the
-/// batch's `keys` (positions 0 .. pos0 + T) make more than one run of
-/// [`COOP_MIN_SPLIT_KEYS`] worth it. Returns whether it recorded them
-/// (false: one run; the caller records the kernel unsplit).
+/// (`attention_coop.comp`, a workgroup per (head, rows, run), each writing
+/// its rows' unnormalised partials), then `attention_combine_rows.comp`
+/// weighing the runs together, where the batch's `keys` (positions 0 ..
+/// pos0 + T) make two runs or more ([`coop_runs`]). Returns whether it
+/// recorded them (false: one run, or no room for the partials; the caller
+/// takes another kernel).
 fn coop_split(
     b: &mut VulkanBackend,
     c: &GpuKv,
@@ -621,21 +662,11 @@ fn coop_split(
         push.n_head as usize,
         push.head_dim_v as usize,
     );
-    let groups = nh * t.div_ceil(COOP_ROWS);
-    let bytes_per_run = t * nh * (dv + 2) * 4;
-    let n_split = COOP_TARGET_GROUPS
-        .div_ceil(groups)
-        .min(keys.div_ceil(COOP_MIN_SPLIT_KEYS))
-        .min(COOP_MAX_PARTIAL_BYTES / bytes_per_run);
-    if n_split <= 1 {
+    let shader = coop_shader(d128);
+    let Some((n_split, split_keys)) = coop_runs(shader, t, nh, dv, keys) else {
         return false;
-    }
-    let split_keys = keys.div_ceil(n_split).next_multiple_of(COOP_SPLIT_STEP);
-    let n_split = keys.div_ceil(split_keys);
-    if n_split <= 1 {
-        return false;
-    }
-    let bytes = (n_split * bytes_per_run) as u64;
+    };
+    let bytes = (n_split * t * nh * (dv + 2) * 4) as u64;
     let slot = match b.coop_partials {
         Some((slot, have)) if have >= bytes => slot,
         _ => {
@@ -657,11 +688,6 @@ fn coop_split(
         bytes: 0..bytes,
     };
     let ml_at = n_split * t * nh * dv;
-    let shader = if d128 {
-        &shaders::ATTENTION_COOP_D128_SPLIT
-    } else {
-        &shaders::ATTENTION_COOP_D64_SPLIT
-    };
     #[cfg(feature = "fault-injection")]
     let shader = if fault::active("gpu-softmax-unshifted") {
         unshifted(shader)
@@ -679,7 +705,7 @@ fn coop_split(
         push_bytes,
         [
             push.n_head,
-            u32_of(t.div_ceil(COOP_ROWS), "rows"),
+            u32_of(t.div_ceil(shader.local_size[0] as usize / 2), "rows"),
             u32_of(n_split, "runs"),
         ],
     );
@@ -722,14 +748,6 @@ fn unshifted(s: &'static shaders::Shader) -> &'static shaders::Shader {
             &shaders::ATTENTION_COOP_D128_UNSHIFTED,
         ),
         (
-            &shaders::ATTENTION_COOP_D64_SPLIT,
-            &shaders::ATTENTION_COOP_D64_SPLIT_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_COOP_D128_SPLIT,
-            &shaders::ATTENTION_COOP_D128_SPLIT_UNSHIFTED,
-        ),
-        (
             &shaders::ATTENTION_F32_SPLIT,
             &shaders::ATTENTION_F32_SPLIT_UNSHIFTED,
         ),
@@ -766,8 +784,8 @@ const _: () = {
     assert!(size == shaders::ATTENTION_F16_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F32_ROWS_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_F16_ROWS_UNSHIFTED.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_COOP_D64_UNSHIFTED.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_COOP_D128_UNSHIFTED.push_constant_size as usize);
+    assert!(size + 8 == shaders::ATTENTION_COOP_D64_UNSHIFTED.push_constant_size as usize);
+    assert!(size + 8 == shaders::ATTENTION_COOP_D128_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F32_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_CPU_F16_UNSHIFTED.push_constant_size as usize);
     assert!(size == shaders::ATTENTION_KEYS_CPU_F32_UNSHIFTED.push_constant_size as usize);
@@ -826,5 +844,28 @@ mod tests {
             Kernel::SharedRows
         );
         assert_eq!(kernel(cpu, f16, 512, 64, 64, true, true), Kernel::CpuRows);
+    }
+
+    #[test]
+    fn coop_runs_of_keys() {
+        let d64 = coop_shader(false);
+        assert_eq!(d64.local_size[0], 128);
+        // SmolLM2's 512 rows at depth 2048: 72 workgroups, 10 runs of 256.
+        assert_eq!(coop_runs(d64, 512, 9, 64, 2560), Some((10, 256)));
+        // At depth 0: runs of at least 256 keys.
+        assert_eq!(coop_runs(d64, 512, 9, 64, 512), Some((2, 256)));
+        assert_eq!(coop_runs(d64, 300, 9, 64, 300), Some((2, 192)));
+        // Fewer than two runs: another kernel.
+        assert_eq!(coop_runs(d64, 97, 9, 64, 97), None);
+        assert_eq!(coop_runs(d64, 200, 9, 64, 256), None);
+        // A short batch at long context: runs of 256 (4 x 9 workgroups).
+        assert_eq!(coop_runs(d64, 2, 9, 64, 1000), Some((4, 256)));
+        // A batch with workgroups enough by itself: one run, another kernel.
+        let d128 = coop_shader(true);
+        assert_eq!(coop_runs(d128, 8192, 32, 128, 65536), None);
+        // The partials of the runs stay within their cap.
+        let (runs, keys) = coop_runs(d128, 1024, 8, 128, 65536).unwrap();
+        assert_eq!((runs, keys), (4, 16384));
+        assert!(runs * 1024 * 8 * 130 * 4 <= COOP_MAX_PARTIAL_BYTES);
     }
 }
