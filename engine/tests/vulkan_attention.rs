@@ -65,6 +65,23 @@ struct Case {
 }
 
 impl Case {
+    /// SmolLM2's shape (9 heads over 3 KV heads of 64), scale 1/sqrt(64),
+    /// no window, no soft-capping.
+    fn smollm2(ty: KvType, steps: Vec<usize>, spare: usize) -> Case {
+        Case {
+            n_head: 9,
+            n_kv_head: 3,
+            head_dim_k: 64,
+            head_dim_v: 64,
+            scale_mult: 1.0,
+            window: None,
+            softcap: None,
+            ty,
+            steps,
+            spare,
+        }
+    }
+
     fn params(&self) -> AttnParams {
         AttnParams {
             n_head: self.n_head,
@@ -267,18 +284,7 @@ proptest! {
 /// decode steps after it.
 #[test]
 fn model_shapes() {
-    let base = Case {
-        n_head: 9,
-        n_kv_head: 3,
-        head_dim_k: 64,
-        head_dim_v: 64,
-        scale_mult: 1.0,
-        window: None,
-        softcap: None,
-        ty: KvType::F32,
-        steps: vec![70, 1, 1, 1],
-        spare: 3,
-    };
+    let base = Case::smollm2(KvType::F32, vec![70, 1, 1, 1], 3);
     let gemma = Case {
         n_head: 4,
         n_kv_head: 1,
@@ -705,18 +711,7 @@ fn coop_prefill_matches_cpu() {
         eprintln!("no cooperative matrices of halves: nothing to compare");
         return;
     }
-    let smol = Case {
-        n_head: 9,
-        n_kv_head: 3,
-        head_dim_k: 64,
-        head_dim_v: 64,
-        scale_mult: 1.0,
-        window: None,
-        softcap: None,
-        ty: KvType::F16,
-        steps: vec![300, 1, 70, 33],
-        spare: 5,
-    };
+    let smol = Case::smollm2(KvType::F16, vec![300, 1, 70, 33], 5);
     let cases = [
         smol.clone(),
         Case {
