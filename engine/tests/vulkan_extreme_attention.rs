@@ -307,6 +307,48 @@ fn masked_keys_holding_nan_and_inf_do_not_leak() {
     }
 }
 
+// The same in a prefill long enough for several runs of keys (600
+// positions: `attention_coop.comp` on a device with cooperative matrices,
+// whose products would add 0 * inf for a key a row does not see): NaN and
+// ±inf in the V rows of positions 2, 9 and 300 and in K at 301, under a
+// window of 4 and under the causal mask alone (rows before 300 must stay
+// finite). Limit: vulkan_attention.rs's 6.5e-12 (the f16 floors apply).
+#[test]
+fn masked_nan_and_inf_over_runs_of_keys() {
+    let mut worst = Worst::default();
+    let d = SMOL.d;
+    let kw = SMOL.n_kv * d;
+    for window in [Some(4), None] {
+        let ap = SMOL.params(1.0 / 8.0, window, None);
+        let steps = |_: KvType| -> Vec<Step> {
+            [600usize, 1]
+                .iter()
+                .enumerate()
+                .map(|(j, &t)| {
+                    let mut s = SMOL.step(41 + j as u64, t, 1.0, 1.0);
+                    if j == 0 {
+                        for g in 0..SMOL.n_kv {
+                            s.v[2 * kw + g * d + 1] = f32::INFINITY;
+                            s.v[9 * kw + g * d + 2] = f32::NAN;
+                            s.v[300 * kw + g * d + 5] = f32::NEG_INFINITY;
+                            s.k[301 * kw + g * d + 3] = f32::NAN;
+                        }
+                    }
+                    s
+                })
+                .collect()
+        };
+        run_all(
+            &mut worst,
+            &format!("masked NaN/inf over runs, window {window:?}"),
+            &SMOL,
+            &ap,
+            &steps,
+            MASKED_LIMIT,
+        );
+    }
+}
+
 // Soft-capping (Gemma 2 style, cap 50) of scores up to ~3e9 (all at ±cap),
 // and of a NaN score (NaN, not ±cap: the GPU clamped it to ±10 before
 // tanh until this test). Worst NMSE on lavapipe: 3.7e-13; limit

@@ -6,10 +6,14 @@
 //! (head, query row) over the visible cache positions, with an online
 //! softmax over tiles of keys (a batch of rows on the GPU layout:
 //! `shaders/attention_rows.comp`, one workgroup per (head, 16 rows), the
-//! same arithmetic per row). The hazard tracker orders the two: the
-//! attention reads the cache bytes the write wrote. On CPU implementations
-//! ([`KernelLayout::Cpu`]) kernels with no shared memory and no barrier run
-//! instead where the head dims allow: `shaders/attention_cpu.comp` for
+//! same arithmetic per row; through an f16 cache, where the device has
+//! cooperative matrices and the batch's positions make two runs of keys or
+//! more, `shaders/attention_coop.comp` in runs of keys and
+//! `shaders/attention_combine_rows.comp` after it, [`coop_split`]). The
+//! hazard tracker orders the two: the attention reads the cache bytes the
+//! write wrote. On CPU implementations ([`KernelLayout::Cpu`]) kernels
+//! with no shared memory and no barrier run instead where the head dims
+//! allow: `shaders/attention_cpu.comp` for
 //! batches of 8 query rows or more (one invocation per (query row, head),
 //! the keys and values shared by shuffles; on lavapipe 4x faster, and more
 //! for long prompts), `shaders/attention_keys_cpu.comp` for fewer (decode:
