@@ -11,6 +11,8 @@ mod vulkan_support;
 
 #[path = "vulkan_attention.rs"]
 mod vulkan_attention;
+#[path = "vulkan_attention_combine.rs"]
+mod vulkan_attention_combine;
 #[path = "vulkan_backend.rs"]
 mod vulkan_backend;
 #[path = "vulkan_concurrency.rs"]
