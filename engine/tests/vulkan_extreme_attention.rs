@@ -271,25 +271,30 @@ fn infinite_and_nan_scores() {
 // lavapipe: 1.7e-14; limit vulkan_attention.rs's 6.5e-12.
 const MASKED_LIMIT: f64 = 6.5e-12;
 
-#[test]
-fn masked_keys_holding_nan_and_inf_do_not_leak() {
+/// A value planted in the first step's K or V rows: (position, 'k' or
+/// 'v', element of every KV head, value).
+type Plant = (usize, char, usize, f32);
+
+/// Runs the calls of `rows` (SMOL, seeds from `seed`, the first call holding
+/// `plants`) under a window of 4 and under the causal mask alone, at
+/// [`MASKED_LIMIT`].
+fn masked_specials(what: &str, rows: &[usize], seed: u64, plants: &[Plant]) {
     let mut worst = Worst::default();
     let d = SMOL.d;
     let kw = SMOL.n_kv * d;
     for window in [Some(4), None] {
         let ap = SMOL.params(1.0 / 8.0, window, None);
         let steps = |_: KvType| -> Vec<Step> {
-            [24usize, 1, 1]
-                .iter()
+            rows.iter()
                 .enumerate()
                 .map(|(j, &t)| {
-                    let mut s = SMOL.step(21 + j as u64, t, 1.0, 1.0);
+                    let mut s = SMOL.step(seed + j as u64, t, 1.0, 1.0);
                     if j == 0 {
                         for g in 0..SMOL.n_kv {
-                            s.k[2 * kw + g * d] = f32::NAN;
-                            s.v[2 * kw + g * d + 1] = f32::INFINITY;
-                            s.v[9 * kw + g * d + 2] = f32::NAN;
-                            s.k[9 * kw + g * d + 3] = f32::NEG_INFINITY;
+                            for &(pos, which, e, val) in plants {
+                                let rows = if which == 'k' { &mut s.k } else { &mut s.v };
+                                rows[pos * kw + g * d + e] = val;
+                            }
                         }
                     }
                     s
@@ -298,13 +303,28 @@ fn masked_keys_holding_nan_and_inf_do_not_leak() {
         };
         run_all(
             &mut worst,
-            &format!("masked NaN/inf window {window:?}"),
+            &format!("{what} window {window:?}"),
             &SMOL,
             &ap,
             &steps,
             MASKED_LIMIT,
         );
     }
+}
+
+#[test]
+fn masked_keys_holding_nan_and_inf_do_not_leak() {
+    masked_specials(
+        "masked NaN/inf",
+        &[24, 1, 1],
+        21,
+        &[
+            (2, 'k', 0, f32::NAN),
+            (2, 'v', 1, f32::INFINITY),
+            (9, 'v', 2, f32::NAN),
+            (9, 'k', 3, f32::NEG_INFINITY),
+        ],
+    );
 }
 
 // The same in a prefill long enough for several runs of keys (600
@@ -315,38 +335,17 @@ fn masked_keys_holding_nan_and_inf_do_not_leak() {
 // finite). Limit: vulkan_attention.rs's 6.5e-12 (the f16 floors apply).
 #[test]
 fn masked_nan_and_inf_over_runs_of_keys() {
-    let mut worst = Worst::default();
-    let d = SMOL.d;
-    let kw = SMOL.n_kv * d;
-    for window in [Some(4), None] {
-        let ap = SMOL.params(1.0 / 8.0, window, None);
-        let steps = |_: KvType| -> Vec<Step> {
-            [600usize, 1]
-                .iter()
-                .enumerate()
-                .map(|(j, &t)| {
-                    let mut s = SMOL.step(41 + j as u64, t, 1.0, 1.0);
-                    if j == 0 {
-                        for g in 0..SMOL.n_kv {
-                            s.v[2 * kw + g * d + 1] = f32::INFINITY;
-                            s.v[9 * kw + g * d + 2] = f32::NAN;
-                            s.v[300 * kw + g * d + 5] = f32::NEG_INFINITY;
-                            s.k[301 * kw + g * d + 3] = f32::NAN;
-                        }
-                    }
-                    s
-                })
-                .collect()
-        };
-        run_all(
-            &mut worst,
-            &format!("masked NaN/inf over runs, window {window:?}"),
-            &SMOL,
-            &ap,
-            &steps,
-            MASKED_LIMIT,
-        );
-    }
+    masked_specials(
+        "masked NaN/inf over runs,",
+        &[600, 1],
+        41,
+        &[
+            (2, 'v', 1, f32::INFINITY),
+            (9, 'v', 2, f32::NAN),
+            (300, 'v', 5, f32::NEG_INFINITY),
+            (301, 'k', 3, f32::NAN),
+        ],
+    );
 }
 
 // Soft-capping (Gemma 2 style, cap 50) of scores up to ~3e9 (all at ±cap),
