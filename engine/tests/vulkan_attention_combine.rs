@@ -8,24 +8,8 @@
 
 use crate::vulkan_support;
 
-use engine::vulkan::{shaders, Context, ContextOptions, PushConstants};
+use engine::vulkan::{shaders, CombinePush, Context, ContextOptions};
 use vulkan_support::{nmse, values};
-
-/// `Push` of `attention_combine_rows.comp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct CombinePush {
-    n_rows: u32,
-    n_head: u32,
-    head_dim_v: u32,
-    n_split: u32,
-    out_offset: u32,
-    ml_at: u32,
-}
-
-// SAFETY: repr(C), six u32 fields (24 bytes, the shader's block): no
-// padding.
-unsafe impl PushConstants for CombinePush {}
 
 /// Partials of `runs` runs for `rows` (row, head) pairs of `dv`: O
 /// `[runs, rows, dv]` then (m, l) `[runs, rows, 2]`.

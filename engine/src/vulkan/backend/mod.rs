@@ -53,7 +53,7 @@ use super::{
 use crate::ops::{BackendError, Ops};
 use cmd::Cmd;
 use hazard::Access;
-pub use op_attention::attention_partial_bytes;
+pub use op_attention::{attention_partial_bytes, CombinePush};
 pub use op_quantize::twin_bytes;
 use resources::Slot;
 pub use resources::{Bind, GpuKv, GpuWeight, WeightChunk};

@@ -69,6 +69,12 @@ fn coop_shader(d128: bool) -> &'static shaders::Shader {
     }
 }
 
+/// Bytes of one run's partials: O, m and l for `t` rows of `n_head` heads
+/// of `dv`.
+fn coop_run_bytes(t: usize, n_head: usize, dv: usize) -> usize {
+    t * n_head * (dv + 2) * 4
+}
+
 /// The runs of keys of `attention_coop.comp` (`shader`) for `t` rows of
 /// `n_head` heads of `dv` over positions 0 .. `keys`: (runs, keys per
 /// run), or None where that is fewer than two runs.
@@ -82,7 +88,7 @@ fn coop_runs(
     // 16 rows a subgroup of 32.
     let rows = shader.local_size[0] as usize / 2;
     let groups = n_head * t.div_ceil(rows);
-    let bytes_per_run = t * n_head * (dv + 2) * 4;
+    let bytes_per_run = coop_run_bytes(t, n_head, dv);
     let n_split = COOP_TARGET_GROUPS
         .div_ceil(groups)
         .min(keys.div_ceil(COOP_MIN_SPLIT_KEYS))
@@ -276,17 +282,19 @@ const _: () = {
 // above): no padding.
 unsafe impl PushConstants for AttnPush {}
 
-/// `Push` of `shaders/attention_combine_rows.comp`.
+/// `Push` of `shaders/attention_combine_rows.comp`: `n_split` runs of
+/// partials for `n_rows` rows of `n_head` heads of `head_dim_v` into the
+/// output from element `out_offset`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct CombinePush {
-    n_rows: u32,
-    n_head: u32,
-    head_dim_v: u32,
-    n_split: u32,
-    out_offset: u32,
+pub struct CombinePush {
+    pub n_rows: u32,
+    pub n_head: u32,
+    pub head_dim_v: u32,
+    pub n_split: u32,
+    pub out_offset: u32,
     /// The partials' first word of (m, l).
-    ml_at: u32,
+    pub ml_at: u32,
 }
 
 const _: () = {
@@ -670,7 +678,7 @@ fn coop_split(
     let Some((n_split, split_keys)) = coop_runs(shader, t, nh, dv, keys) else {
         return false;
     };
-    let bytes = (n_split * t * nh * (dv + 2) * 4) as u64;
+    let bytes = (n_split * coop_run_bytes(t, nh, dv)) as u64;
     let slot = match b.coop_partials {
         Some((slot, have)) if have >= bytes => slot,
         _ => {
