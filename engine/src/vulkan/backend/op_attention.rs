@@ -160,7 +160,6 @@ enum Kernel {
 /// `rows`: whether the GPU layout takes [`Kernel::SharedRows`] for a batch;
 /// `coop`: whether it takes [`Kernel::Coop`] for a batch through an f16
 /// cache (`ty`) where the head dims fit.
-#[allow(clippy::too_many_arguments)]
 fn kernel(
     layout: KernelLayout,
     ty: KvType,
