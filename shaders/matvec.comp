@@ -57,7 +57,14 @@
 // workgroup that counts itself done last on binding 5's word 0 (which it
 // puts back to zero): a post-norm and its residual add with no dispatch
 // or barrier of their own (Gemma-3).
-// Push: WeightPush, FusedPush (EPI_ROPE: then RopeEpi).
+// MULTI (with PRO_NORM, PRO_OUT and EPI_ROPE; op_matvec_multi.rs): up to
+// three products of the one normed row in one dispatch (a layer's Q, K and
+// V): segment s's weight, output and cache at bindings (0, 2, 6), (7, 8,
+// 9), (10, 11, 12); its workgroups follow the previous segment's, each
+// workgroup one segment's rows, uniform over it. Per segment MultiEpi
+// holds its rows, output offset, epilogue (rope, cache write), cache row
+// width and positions; every row the bits of its own dispatch's variant.
+// Push: WeightPush, FusedPush (EPI_ROPE: then RopeEpi; MULTI: MultiEpi).
 
 #include "weights.glsl"
 
@@ -101,7 +108,23 @@ struct RopeEpi {
     uint kv_pos_at;
     uint kv_width;
 };
+#ifdef MULTI
+// op_matvec_multi.rs's MultiEpi: the rope's head dim, theta_scale and
+// freq_scale; then per segment (four words each) its rows, output element
+// offset, flags (bit 0: rotate; bits 1-2: the cache write, 0 none, 1 f32,
+// 2 f16; bit 3, segment 0 only: write the norm to binding 4) with the
+// cache row width from bit 8, and the step words of its rope's position
+// (bits 0-15) and its cache write's (bits 16-31).
+struct MultiEpi {
+    uint head_dim;
+    float theta_scale;
+    float freq_scale;
+    uint seg[12];
+};
+layout(push_constant) uniform Push { WeightPush p; FusedPush f; MultiEpi m; };
+#else
 layout(push_constant) uniform Push { WeightPush p; FusedPush f; RopeEpi e; };
+#endif
 #else
 layout(push_constant) uniform Push { WeightPush p; FusedPush f; };
 #endif
@@ -120,6 +143,18 @@ layout(set = 0, binding = 6, std430) writeonly buffer Ot2 { float O2[]; };
 bool use_w2 = false;
 #define WORD(i) (use_w2 ? W2[i] : W[i])
 #define RP (ROWS_PER_WG / 2u)
+#endif
+
+#ifdef MULTI
+layout(set = 0, binding = 7, std430) readonly buffer Wt2 { uint W2[]; };
+layout(set = 0, binding = 8, std430) writeonly buffer Ot2 { float O2[]; };
+layout(set = 0, binding = 9, std430) writeonly buffer Kv2 { uint cache2[]; };
+layout(set = 0, binding = 10, std430) readonly buffer Wt3 { uint W3[]; };
+layout(set = 0, binding = 11, std430) writeonly buffer Ot3 { float O3[]; };
+layout(set = 0, binding = 12, std430) writeonly buffer Kv3 { uint cache3[]; };
+// This workgroup's segment (uniform over it).
+uint seg = 0u;
+#define WORD(i) (seg == 0u ? W[i] : (seg == 1u ? W2[i] : W3[i]))
 #endif
 
 #include "blocks.glsl"
@@ -263,6 +298,23 @@ void main() {
     uint wb = 0u;
     uint xo = p.x_offset;
     uint oo = p.out_offset + p.col0;
+    // The rows of this workgroup's product.
+    uint rows_n = p.rows;
+#ifdef MULTI
+    // Writes the norm: workgroup 0 of the dispatch, when segment 0 asks.
+    bool norm_writer = wgi == 0u && (m.seg[2] & 8u) != 0u;
+    // The segment, and the workgroup's index within it.
+    for (uint k = 0u; k < 2u; k++) {
+        uint nwg = (m.seg[4u * seg] + ROWS_PER_WG - 1u) / ROWS_PER_WG;
+        if (wgi < nwg) {
+            break;
+        }
+        wgi -= nwg;
+        seg++;
+    }
+    rows_n = m.seg[4u * seg];
+    oo = m.seg[4u * seg + 1u];
+#endif
 #ifdef FLOAT_WEIGHTS
     uint row_stride = p.n_in;
 #else
@@ -322,7 +374,7 @@ void main() {
     use_w2 = r >= RP;
 #else
     uint row0 = wgi * ROWS_PER_WG;
-    if (row0 >= p.rows) {
+    if (row0 >= rows_n) {
         return; // the whole workgroup
     }
     uint r = tid / TPR;
@@ -342,10 +394,14 @@ void main() {
 #else
     uint first_blk = lane;
 #endif
-    if (row < p.rows && first_blk < nb) {
+    if (row < rows_n && first_blk < nb) {
         early = WORD((wb + row * p.row_bytes + first_blk * BLOCK_BYTES) >> 2);
     }
+#ifdef MULTI
+    prologue(tid, norm_writer);
+#else
     prologue(tid, wgi == 0u);
+#endif
     xo = 0u; // the blocks in SA
     if (early == 0x7fc0deadu && p.units == 0xffffffffu) {
         acc[0] = 1.0;
@@ -362,7 +418,7 @@ void main() {
         uint u = u0 + lane;
         uint blk = u / KSPLIT;
         uint part = u % KSPLIT;
-        bool live = row < p.rows && u < units;
+        bool live = row < rows_n && u < units;
         uint bb = wb + row * p.row_bytes + blk * BLOCK_BYTES;
         uint ab[1];
         ab[0] = xo + blk * ACT_WORDS;
@@ -385,7 +441,7 @@ void main() {
         barrier();
     }
 #else
-    if (row < p.rows) {
+    if (row < rows_n) {
         uint rb = wb + row * p.row_bytes;
         uint ab[1];
         for (uint blk = lane; blk < nb; blk += TPR) {
@@ -405,7 +461,7 @@ void main() {
 #ifdef PAIR_GLU
     // The gate's row r and the up projection's row r + RP, after the
     // reduction's last barrier.
-    if (lane == 0u && r < RP && row < p.rows) {
+    if (lane == 0u && r < RP && row < rows_n) {
         float g = red[tid];
         float u = red[tid + RP * TPR];
         O[oo + row] = f.op == 0u ? swiglu(g, u) : geglu(g, u);
@@ -414,25 +470,50 @@ void main() {
 #elif defined(EPI_ROPE)
     // The pair (row, row + 1) by the even row's lane 0 (ROWS_PER_WG and the
     // head dim are even: a pair never spans two workgroups or heads).
-    if (lane == 0u && (r & 1u) == 0u && row + 1u < p.rows) {
+#ifdef MULTI
+    uint flags = m.seg[4u * seg + 2u];
+    uint at = m.seg[4u * seg + 3u];
+    bool rot = (flags & 1u) != 0u;
+    uint kv = (flags >> 1) & 3u;
+    uint head_dim = m.head_dim;
+    uint pos_at = at & 0xffffu;
+    float theta_scale = m.theta_scale;
+    float freq_scale = m.freq_scale;
+    uint kv_pos_at = at >> 16;
+    uint kv_width = flags >> 8;
+#define OUT_AT(i, v) if (seg == 0u) { O[i] = v; } else if (seg == 1u) { O2[i] = v; } else { O3[i] = v; }
+#define CACHE_AT(i, v) if (seg == 0u) { cache[i] = v; } else if (seg == 1u) { cache2[i] = v; } else { cache3[i] = v; }
+#else
+    bool rot = e.rope != 0u;
+    uint kv = e.kv;
+    uint head_dim = e.head_dim;
+    uint pos_at = e.pos_at;
+    float theta_scale = e.theta_scale;
+    float freq_scale = e.freq_scale;
+    uint kv_pos_at = e.kv_pos_at;
+    uint kv_width = e.kv_width;
+#define OUT_AT(i, v) O[i] = v
+#define CACHE_AT(i, v) cache[i] = v
+#endif
+    if (lane == 0u && (r & 1u) == 0u && row + 1u < rows_n) {
         precise float y0 = red[tid];
         precise float y1 = red[tid + TPR];
         uint e0 = p.col0 + row; // the pair's first element in the row
-        if (e.rope != 0u) {
-            uint i = (e0 % e.head_dim) / 2u;
-            vec2 sc = rope_sincos(step_words[e.pos_at], i, e.theta_scale, e.freq_scale);
+        if (rot) {
+            uint i = (e0 % head_dim) / 2u;
+            vec2 sc = rope_sincos(step_words[pos_at], i, theta_scale, freq_scale);
             vec2 y = rope_turn(y0, y1, sc);
             y0 = y.x;
             y1 = y.y;
         }
-        O[oo + row] = y0;
-        O[oo + row + 1u] = y1;
-        uint cb = step_words[e.kv_pos_at] * e.kv_width + e0;
-        if (e.kv == 1u) {
-            cache[cb] = floatBitsToUint(y0);
-            cache[cb + 1u] = floatBitsToUint(y1);
-        } else if (e.kv == 2u) {
-            cache[cb / 2u] = f32_to_f16_rne(y0) | (f32_to_f16_rne(y1) << 16);
+        OUT_AT(oo + row, y0);
+        OUT_AT(oo + row + 1u, y1);
+        uint cb = step_words[kv_pos_at] * kv_width + e0;
+        if (kv == 1u) {
+            CACHE_AT(cb, floatBitsToUint(y0));
+            CACHE_AT(cb + 1u, floatBitsToUint(y1));
+        } else if (kv == 2u) {
+            CACHE_AT(cb / 2u, f32_to_f16_rne(y0) | (f32_to_f16_rne(y1) << 16));
         }
     }
 #else

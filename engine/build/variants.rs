@@ -388,6 +388,18 @@ fn pro_norm_out_rope(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     )
 }
 
+fn pro_norm_multi(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
+    fused(
+        ty,
+        &[
+            ("PRO_NORM", "1"),
+            ("PRO_OUT", "1"),
+            ("EPI_ROPE", "1"),
+            ("MULTI", "1"),
+        ],
+    )
+}
+
 fn pro_norm_out_glu(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     fused(
         ty,
@@ -563,6 +575,12 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec_norm_out_rope",
         source: "matvec.comp",
         extra: pro_norm_out_rope,
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_multi",
+        source: "matvec.comp",
+        extra: pro_norm_multi,
         only: Some(fusable),
     },
     PerType {

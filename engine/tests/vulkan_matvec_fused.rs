@@ -7,7 +7,10 @@
 //! fusion does not apply (a row over 3072, an output of more than 1024
 //! workgroups) the counts are the unfused ones; with a gated unit between the two products and the third
 //! (a feed-forward block), the two products and the unit are one dispatch.
-//! The normed row is also the CPU's, bit for bit.
+//! The normed row is also the CPU's, bit for bit. Merged at submission
+//! (`op_matvec_multi.rs`), the two products of the normed row, and a
+//! layer's Q, K and V with or without their RoPE and cache-write
+//! epilogues, are one dispatch with the same bits.
 
 use crate::vulkan_support;
 
@@ -23,7 +26,7 @@ use vulkan_support::{bits, layer_params, values, Both, Pair};
 /// recorded first when `up_first`).
 fn chain(
     p: &mut Pair,
-    fused: bool,
+    (fused, merge): (bool, bool),
     ws: &[(engine::ops::Weight, engine::ops::Weight); 4],
     x0: &[f32],
     dims: (usize, usize, usize),
@@ -31,6 +34,7 @@ fn chain(
 ) -> (Vec<Vec<f32>>, usize) {
     let (d, m1, m2) = dims;
     p.gpu.set_matvec_fusion(fused);
+    p.gpu.set_matvec_merge(merge);
     let x = p.act(1, d, x0);
     let h = p.zeros(1, d);
     let o1 = p.zeros(1, m1);
@@ -117,11 +121,17 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
         let (w3, _) = weight(ty, m1, d, seed + 3);
         let ws = [p.weight(&norm), p.weight(&w1), p.weight(&w2), p.weight(&w3)];
         let x0: Vec<f32> = values(seed + 4, d).iter().map(|v| v * 5.0).collect();
-        let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2), None);
-        let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2), None);
+        let (want, plain) = chain(&mut p, (false, false), &ws, &x0, (d, m1, m2), None);
+        let (got, fewer) = chain(&mut p, (true, false), &ws, &x0, (d, m1, m2), None);
         same_bits(&what, &want, &got);
         assert_eq!(plain, unfused, "{what}: unfused dispatches");
         assert_eq!(fewer, fused, "{what}: fused dispatches");
+        // Merged at submission: where both products of the normed row
+        // fused, they are one dispatch.
+        let (got, merged) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), None);
+        same_bits(&format!("{what} merged"), &want, &got);
+        let fewer_merged = if fused == 3 { 2 } else { fused };
+        assert_eq!(merged, fewer_merged, "{what}: merged dispatches");
         if m1 == m2 {
             // A feed-forward block: unfused, the gated unit takes the
             // quantization of o1 in (the same count; Q8_K: the unit is a
@@ -134,8 +144,8 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
                 let up_first = (case + i) % 2 == 0;
                 let glu = Some((kind, up_first));
                 let what = format!("{what} {kind:?} up first {up_first}");
-                let (want, plain) = chain(&mut p, false, &ws, &x0, (d, m1, m2), glu);
-                let (got, fewer) = chain(&mut p, true, &ws, &x0, (d, m1, m2), glu);
+                let (want, plain) = chain(&mut p, (false, false), &ws, &x0, (d, m1, m2), glu);
+                let (got, fewer) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), glu);
                 same_bits(&what, &want, &got);
                 let k_unit = usize::from(ty.block_elems() == 256);
                 let counts = if fused == 3 {
@@ -170,7 +180,7 @@ type Heads = (usize, usize, usize, usize);
 /// the steps took.
 fn attention_steps(
     p: &mut Pair,
-    fused: bool,
+    (fused, merge): (bool, bool),
     ws: &[(engine::ops::Weight, engine::ops::Weight); 4],
     heads: Heads,
     style: RopeStyle,
@@ -179,6 +189,7 @@ fn attention_steps(
 ) -> (Vec<Vec<f32>>, usize) {
     let (d, nh, nkv, hd) = heads;
     p.gpu.set_matvec_fusion(fused);
+    p.gpu.set_matvec_merge(merge);
     let kv = p.gpu.alloc_kv(8, nkv * hd, nkv * hd, ty).unwrap();
     let (rope, ap) = layer_params(style, (nh, nkv, hd), 1.0 / (hd as f32).sqrt());
     let mut out = Vec::new();
@@ -236,23 +247,43 @@ fn rope_and_cache_writes_in_the_matvec_epilogue_write_the_unfused_bits() {
         // V's cache write (K's stays in its RoPE dispatch).
         for (style, fewer) in [(RopeStyle::Norm, 9), (RopeStyle::Neox, 3)] {
             let what = format!("{} {heads:?} {kv_ty:?} {style:?}", ty.name());
-            let (want, plain) = attention_steps(&mut p, false, &ws, heads, style, kv_ty, seed + 4);
+            let steps = |p: &mut Pair, on: (bool, bool)| {
+                attention_steps(p, on, &ws, heads, style, kv_ty, seed + 4)
+            };
+            let (want, plain) = steps(&mut p, (false, false));
             // The matvec fusions without the epilogue: what the epilogue
             // removes is counted against them.
             p.gpu.set_rope_epilogue(false);
-            let (mid, without) = attention_steps(&mut p, true, &ws, heads, style, kv_ty, seed + 4);
+            let (mid, without) = steps(&mut p, (true, false));
+            // Q, K and V merged into one dispatch, without the epilogue.
+            let (mid_merged, without_merged) = steps(&mut p, (true, true));
             p.gpu.set_rope_epilogue(true);
-            let (got, n) = attention_steps(&mut p, true, &ws, heads, style, kv_ty, seed + 4);
+            let (got, n) = steps(&mut p, (true, false));
+            let (got_merged, n_merged) = steps(&mut p, (true, true));
             for (i, a) in want.iter().enumerate() {
                 let name = ["q", "k", "v", "attention"][i % 4];
                 let step = i / 4;
-                assert!(
-                    bits(a) == bits(&got[i]) && bits(a) == bits(&mid[i]),
-                    "{what}: step {step} {name} differs from the unfused bits"
-                );
+                for (how, b) in [
+                    ("epilogue", &got),
+                    ("fused", &mid),
+                    ("merged", &mid_merged),
+                    ("merged with the epilogue", &got_merged),
+                ] {
+                    assert!(
+                        bits(a) == bits(&b[i]),
+                        "{what}: step {step} {name} {how} differs from the unfused bits"
+                    );
+                }
             }
             assert!(plain > without, "{what}: the matvec fusions apply");
             assert_eq!(without - n, fewer, "{what}: dispatches the epilogue saves");
+            // Two dispatches fewer a step (three steps).
+            assert_eq!(
+                without - without_merged,
+                6,
+                "{what}: dispatches the merge saves"
+            );
+            assert_eq!(n - n_merged, 6, "{what}: dispatches the merge saves");
         }
     }
     p.finish("rope epilogue");

@@ -35,6 +35,7 @@ mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
 mod op_matvec_fused;
+mod op_matvec_multi;
 mod op_matvec_rope;
 mod op_moe;
 mod op_norm_rope;
@@ -195,6 +196,10 @@ pub struct VulkanBackend {
     /// Whether the fused matvecs take RoPE and cache writes as epilogues
     /// (`op_matvec_rope.rs`; with `fuse_matvecs`).
     rope_epilogue: bool,
+    /// Whether runs of fused products of one normed row (Q, K and V) are
+    /// merged into one dispatch at submission (`op_matvec_multi.rs`; with
+    /// `fuse_matvecs`).
+    merge_matvecs: bool,
     /// Whether the prefill products of 32-element block types take packed
     /// integer dot products (`matmul_tiled_*`; where the device has them).
     integer_dot: bool,
@@ -265,6 +270,7 @@ impl VulkanBackend {
             norm_prologue: None,
             fuse_matvecs: true,
             rope_epilogue: true,
+            merge_matvecs: true,
             integer_dot,
             attention_rows: true,
             attention_coop,
@@ -307,6 +313,14 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_rope_epilogue(&mut self, on: bool) {
         self.rope_epilogue = on;
+    }
+
+    /// Turns the merge of a layer's fused Q, K and V products into one
+    /// dispatch (`op_matvec_multi.rs`) on (the default) or off; the same
+    /// bits (tests compare the two).
+    #[doc(hidden)]
+    pub fn set_matvec_merge(&mut self, on: bool) {
+        self.merge_matvecs = on;
     }
 
     /// Turns the fusion of a per-head norm with the RoPE, query scale and

@@ -38,7 +38,7 @@ use crate::vulkan::{shaders, PushConstants, Shader};
 /// norm's eps; the gated unit (0: SwiGLU, 1: GeGLU).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct FusedPush {
+pub(super) struct FusedPush {
     src_offset: u32,
     aux_offset: u32,
     pro_out_offset: u32,
@@ -52,7 +52,7 @@ struct FusedPush {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct MatvecFusedPush {
     pub(super) w: WeightPush,
-    f: FusedPush,
+    pub(super) f: FusedPush,
 }
 
 pub(super) const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
@@ -110,10 +110,13 @@ pub(super) enum Kind {
     /// (`op_matvec_rope.rs`).
     NormRope,
     NormOutRope,
+    /// Up to three products of one normed row in one dispatch, each with
+    /// its `NormRope` epilogue (`op_matvec_multi.rs`).
+    Multi,
 }
 
 impl Kind {
-    const ALL: [Kind; 8] = [
+    const ALL: [Kind; 9] = [
         Kind::Quant,
         Kind::QuantAdd,
         Kind::QuantPost,
@@ -122,6 +125,7 @@ impl Kind {
         Kind::NormOutGlu,
         Kind::NormRope,
         Kind::NormOutRope,
+        Kind::Multi,
     ];
 }
 
@@ -136,6 +140,7 @@ pub(super) fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
         Kind::NormOutGlu => &t::MATVEC_NORM_OUT_GLU,
         Kind::NormRope => &t::MATVEC_NORM_ROPE,
         Kind::NormOutRope => &t::MATVEC_NORM_OUT_ROPE,
+        Kind::Multi => &t::MATVEC_NORM_MULTI,
     }
 }
 

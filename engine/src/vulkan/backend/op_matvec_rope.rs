@@ -33,15 +33,15 @@ use crate::vulkan::shaders;
 /// the cache's row width.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct RopeEpi {
-    rope: u32,
-    head_dim: u32,
-    pos_at: u32,
-    theta_scale: f32,
-    freq_scale: f32,
-    kv: u32,
-    kv_pos_at: u32,
-    kv_width: u32,
+pub(super) struct RopeEpi {
+    pub(super) rope: u32,
+    pub(super) head_dim: u32,
+    pub(super) pos_at: u32,
+    pub(super) theta_scale: f32,
+    pub(super) freq_scale: f32,
+    pub(super) kv: u32,
+    pub(super) kv_pos_at: u32,
+    pub(super) kv_width: u32,
 }
 
 const FUSED_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
@@ -81,7 +81,7 @@ fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind
 /// Whether a normed matvec's rows pair up within its workgroups: one
 /// chunk of all the rows (col0 0), an even number of them, even rows per
 /// workgroup.
-fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
+pub(super) fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
     let field = |at: usize| u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"));
     let w = std::mem::offset_of!(MatvecFusedPush, w);
     let rows = field(w + std::mem::offset_of!(WeightPush, rows));
@@ -208,7 +208,7 @@ fn push_epi(push: &mut Vec<u8>, e: &RopeEpi) {
     }
 }
 
-fn read_epi(push: &[u8]) -> RopeEpi {
+pub(super) fn read_epi(push: &[u8]) -> RopeEpi {
     let u = |i: usize| {
         let at = FUSED_BYTES + 4 * i;
         u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))

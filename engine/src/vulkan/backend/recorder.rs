@@ -46,6 +46,7 @@ pub(super) fn flush(
     if let Some(mut p) = b.pending.take() {
         p.wait()?;
     }
+    super::op_matvec_multi::merge(b);
     let cmds = std::mem::take(&mut b.cmds);
     let staged = std::mem::take(&mut b.staged);
     let read_bytes = read

@@ -1,0 +1,325 @@
+//! A layer's Q, K and V products in one dispatch: `shaders/matvec.comp`'s
+//! `MULTI` variants (`by_type::MATVEC_NORM_MULTI`).
+//!
+//! The decode step records Q, K and V as three fused matvecs of one normed
+//! row (`op_matvec_fused.rs`), each with its RoPE and cache-write epilogue
+//! where one applies (`op_matvec_rope.rs`), one after another with nothing
+//! between them. At submission ([`merge`], called by the recorder before
+//! the command list is keyed for replay) every run of two or three such
+//! dispatches that read the same norm of the same row, have one weight type
+//! and row width, and touch nothing another of them writes becomes one
+//! dispatch whose workgroups are the run's workgroups one product after
+//! another: two dispatches fewer on a layer's first stage, none of them
+//! dependent. Every row is computed by the code its own variant ran (the
+//! same prologue, products and epilogue), so the results are the same bits
+//! (tests: `engine/tests/vulkan_matvec_fused.rs`).
+//!
+//! A pass over the finished list, not a peephole while recording: the
+//! RoPE and cache-write fusions find Q, K and V by the commands that wrote
+//! them, after all three are recorded.
+
+use super::cmd::Cmd;
+use super::hazard::Access;
+use super::op_matmul::{matvec_rows, WeightPush};
+use super::op_matvec_fused::{allowed, kind_of, variants, Kind, MatvecFusedPush, PUSH_BYTES};
+use super::op_matvec_rope::{pairs_whole, read_epi, RopeEpi};
+use super::{Bind, VulkanBackend, INBOX};
+use crate::vulkan::shaders;
+
+/// The most products one dispatch takes (the shader's segments).
+const SEGMENTS: usize = 3;
+
+/// `MultiEpi` of `shaders/matvec.comp`: the rope's head dim, theta_scale
+/// and freq_scale; per segment its rows, output element offset, flags
+/// ([`ROTATE`], the cache write shifted by [`KV_SHIFT`], [`WRITE_NORM`])
+/// with the cache row width shifted by [`WIDTH_SHIFT`], and the inbox
+/// words of its rope's position (low 16 bits) and its cache write's (high
+/// 16 bits).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct MultiEpi {
+    head_dim: u32,
+    theta_scale: f32,
+    freq_scale: f32,
+    seg: [[u32; 4]; SEGMENTS],
+}
+
+const ROTATE: u32 = 1;
+const KV_SHIFT: u32 = 1;
+/// Segment 0 only: the dispatch's first workgroup writes the norm.
+const WRITE_NORM: u32 = 8;
+const WIDTH_SHIFT: u32 = 8;
+/// The widest cache row and the last inbox word the packing holds.
+const MAX_WIDTH: u32 = u32::MAX >> WIDTH_SHIFT;
+const MAX_WORD: u32 = 0xffff;
+
+const EPI_BYTES: usize = std::mem::size_of::<MultiEpi>();
+const _: () = assert!(EPI_BYTES == 60);
+// The whole block fits the 128 bytes every device offers.
+const _: () = assert!(PUSH_BYTES + EPI_BYTES <= 128);
+const _: () = {
+    let all = shaders::by_type::MATVEC_NORM_MULTI;
+    let mut t = 0;
+    while t < all.len() {
+        if let Some(s) = all[t] {
+            assert!(s.push_constant_size as usize == PUSH_BYTES + EPI_BYTES);
+            assert!(s.bindings.len() == 13);
+        }
+        t += 1;
+    }
+};
+
+/// One product of a run, as its own dispatch recorded it.
+struct Product {
+    kind: Kind,
+    ty: usize,
+    /// Bindings: weight, norm input, out, norm weight, then the norm's
+    /// output (the `Out` kinds), then the inbox words and the cache (the
+    /// `Rope` kinds).
+    binds: Vec<Bind>,
+    access: Vec<Access>,
+    push: Vec<u8>,
+    /// The epilogue (all zero without one).
+    epi: RopeEpi,
+}
+
+impl Product {
+    fn of(cmd: &Cmd) -> Option<Product> {
+        let Cmd::Dispatch {
+            shader,
+            push,
+            access,
+            ..
+        } = cmd
+        else {
+            return None;
+        };
+        let (kind, ty) = kind_of(shader)?;
+        let rope = match kind {
+            Kind::Norm | Kind::NormOut => false,
+            Kind::NormRope | Kind::NormOutRope => true,
+            _ => return None,
+        };
+        if !pairs_whole(push, matvec_rows(shader)) {
+            return None;
+        }
+        Some(Product {
+            kind,
+            ty,
+            binds: access.iter().map(Access::bind).collect(),
+            access: access.clone(),
+            push: push.clone(),
+            epi: if rope {
+                read_epi(push)
+            } else {
+                RopeEpi::default()
+            },
+        })
+    }
+
+    fn writes_norm(&self) -> bool {
+        matches!(self.kind, Kind::NormOut | Kind::NormOutRope)
+    }
+
+    fn field(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.push[at..at + 4].try_into().expect("four bytes"))
+    }
+
+    fn weight_field(&self, at: usize) -> u32 {
+        self.field(std::mem::offset_of!(MatvecFusedPush, w) + at)
+    }
+
+    /// The inbox words its epilogue reads.
+    fn step(&self) -> Option<&Bind> {
+        let rope = matches!(self.kind, Kind::NormRope | Kind::NormOutRope);
+        rope.then(|| &self.binds[self.binds.len() - 2])
+    }
+
+    /// The cache it writes, when it writes one.
+    fn cache(&self) -> Option<&Bind> {
+        (self.epi.kv != 0).then(|| &self.binds[self.binds.len() - 1])
+    }
+}
+
+/// Whether `next` may join `run`: the same weight type, norm (input,
+/// weight, offset, eps) and row width; not the norm's first product; the
+/// same rope (head dim, frequencies) where both rotate; an epilogue the
+/// packed push words hold; no byte one writes that the other touches.
+fn joins(run: &[Product], next: &Product) -> bool {
+    let first = &run[0];
+    let f = std::mem::offset_of!(MatvecFusedPush, f);
+    let same_push = |a: &Product, at: std::ops::Range<usize>| a.push[at.clone()] == next.push[at];
+    let w = |field: usize| {
+        std::mem::offset_of!(MatvecFusedPush, w) + field
+            ..std::mem::offset_of!(MatvecFusedPush, w) + field + 4
+    };
+    let same_row = same_push(first, w(std::mem::offset_of!(WeightPush, n_in)))
+        && same_push(first, w(std::mem::offset_of!(WeightPush, row_bytes)))
+        && same_push(first, w(std::mem::offset_of!(WeightPush, x_offset)))
+        && same_push(first, w(std::mem::offset_of!(WeightPush, units)));
+    // FusedPush: src_offset, aux_offset (the norm's), eps.
+    let same_norm = first.binds[1] == next.binds[1]
+        && first.binds[3] == next.binds[3]
+        && same_push(first, f..f + 8)
+        && same_push(first, f + 16..f + 20);
+    let rope_agrees = run.iter().all(|p| {
+        let (a, b) = (&p.epi, &next.epi);
+        a.rope == 0
+            || b.rope == 0
+            || (a.head_dim, a.theta_scale.to_bits(), a.freq_scale.to_bits())
+                == (b.head_dim, b.theta_scale.to_bits(), b.freq_scale.to_bits())
+    });
+    let clash = |x: &Access, y: &Access| {
+        (x.write || y.write)
+            && x.buf == y.buf
+            && x.range.start < y.range.end
+            && y.range.start < x.range.end
+    };
+    let independent = run.iter().all(|p| {
+        !p.access
+            .iter()
+            .any(|x| next.access.iter().any(|y| clash(x, y)))
+    });
+    run.len() < SEGMENTS
+        && next.ty == first.ty
+        && !next.writes_norm()
+        && same_row
+        && same_norm
+        && rope_agrees
+        && packs(first)
+        && packs(next)
+        && independent
+}
+
+/// Whether a product's epilogue fits [`MultiEpi`]'s packed words.
+fn packs(p: &Product) -> bool {
+    p.epi.kv_width <= MAX_WIDTH && p.epi.pos_at <= MAX_WORD && p.epi.kv_pos_at <= MAX_WORD
+}
+
+/// The longest run of products starting at command `i` (one or none when
+/// nothing joins).
+fn run_at(cmds: &[Cmd], i: usize) -> Vec<Product> {
+    let Some(first) = Product::of(&cmds[i]) else {
+        return Vec::new();
+    };
+    let mut run = vec![first];
+    while let Some(next) = cmds.get(i + run.len()).and_then(Product::of) {
+        if !joins(&run, &next) {
+            break;
+        }
+        run.push(next);
+    }
+    run
+}
+
+/// Records the run's products as one `MULTI` dispatch.
+fn record(b: &mut VulkanBackend, run: &[Product]) {
+    let first = &run[0];
+    let shader = variants(Kind::Multi)[first.ty].expect("every family has the same types");
+    let rows_per_wg = matvec_rows(shader) as u64;
+    let mut epi = MultiEpi::default();
+    if let Some(r) = run.iter().find(|p| p.epi.rope != 0) {
+        epi.head_dim = r.epi.head_dim;
+        (epi.theta_scale, epi.freq_scale) = (r.epi.theta_scale, r.epi.freq_scale);
+    }
+    let mut groups = 0;
+    let mut segs: Vec<[Bind; 3]> = Vec::new();
+    for (k, p) in run.iter().enumerate() {
+        let rows = p.weight_field(std::mem::offset_of!(WeightPush, rows));
+        let out = p.weight_field(std::mem::offset_of!(WeightPush, out_offset));
+        let mut flags =
+            (p.epi.rope * ROTATE) | (p.epi.kv << KV_SHIFT) | (p.epi.kv_width << WIDTH_SHIFT);
+        if k == 0 && p.writes_norm() {
+            flags |= WRITE_NORM;
+        }
+        epi.seg[k] = [rows, out, flags, p.epi.pos_at | (p.epi.kv_pos_at << 16)];
+        groups += u64::from(rows).div_ceil(rows_per_wg);
+        let cache = p.cache().unwrap_or(&p.binds[2]).clone();
+        segs.push([p.binds[0].clone(), p.binds[2].clone(), cache]);
+    }
+    // A missing third segment: no rows, the second's bindings again.
+    while segs.len() < SEGMENTS {
+        segs.push(segs[segs.len() - 1].clone());
+    }
+    // The inbox words any epilogue reads (none: the norm input, unread).
+    let steps: Vec<&Bind> = run.iter().filter_map(Product::step).collect();
+    let step = match (
+        steps.iter().map(|s| s.bytes.start).min(),
+        steps.iter().map(|s| s.bytes.end).max(),
+    ) {
+        (Some(lo), Some(hi)) => Bind {
+            buf: INBOX,
+            bytes: lo..hi,
+        },
+        _ => first.binds[1].clone(),
+    };
+    let norm_out = if first.writes_norm() {
+        first.binds[4].clone()
+    } else {
+        first.binds[2].clone()
+    };
+    let [s0, s1, s2] = [&segs[0], &segs[1], &segs[2]];
+    let binds = [
+        s0[0].clone(),
+        first.binds[1].clone(),
+        s0[1].clone(),
+        first.binds[3].clone(),
+        norm_out,
+        step,
+        s0[2].clone(),
+        s1[0].clone(),
+        s1[1].clone(),
+        s1[2].clone(),
+        s2[0].clone(),
+        s2[1].clone(),
+        s2[2].clone(),
+    ];
+    let mut push = first.push[..PUSH_BYTES].to_vec();
+    for v in [
+        epi.head_dim,
+        epi.theta_scale.to_bits(),
+        epi.freq_scale.to_bits(),
+    ] {
+        push.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in epi.seg.iter().flatten() {
+        push.extend_from_slice(&v.to_le_bytes());
+    }
+    let groups = b.groups_1d(shader, groups * u64::from(shader.local_size[0]));
+    b.dispatch_bytes(shader, &binds, push, groups);
+}
+
+/// Merges every run of the recorded commands (see the module docs), when
+/// the fusions may run and the merge is on.
+pub(super) fn merge(b: &mut VulkanBackend) {
+    if !allowed(b) || !b.merge_matvecs {
+        return;
+    }
+    // (first command, its run) for every run of more than one.
+    let mut plan = Vec::new();
+    let mut i = 0;
+    while i < b.cmds.len() {
+        let run = run_at(&b.cmds, i);
+        let n = run.len().max(1);
+        if n > 1 {
+            plan.push((i, run));
+        }
+        i += n;
+    }
+    if plan.is_empty() {
+        return;
+    }
+    let old = std::mem::take(&mut b.cmds);
+    let mut plan = plan.into_iter().peekable();
+    let mut skip = 0;
+    for (j, cmd) in old.into_iter().enumerate() {
+        if skip > 0 {
+            skip -= 1;
+        } else if let Some((_, run)) = plan.next_if(|(at, _)| *at == j) {
+            record(b, &run);
+            skip = run.len() - 1;
+        } else {
+            b.cmds.push(cmd);
+        }
+    }
+}
