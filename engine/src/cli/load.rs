@@ -26,13 +26,25 @@ const PAGE_IN_STEP: usize = 4 << 20;
 
 /// Opens and checks `path`, builds its tokenizer and (when `template`) its
 /// chat template, and reads every page of the file once so that the first
-/// token does not pay for the disk. A bar on stderr shows the progress
-/// when stderr is a terminal.
+/// token does not pay for the disk: into memory backed by huge pages when
+/// the file fits half of the memory available, else through the map. A
+/// bar on stderr shows the progress when stderr is a terminal.
 pub fn load(path: &Path, template: bool) -> Result<Loaded, CliError> {
     let bar = progress_bar();
     bar.set_message("reading the header");
-    let file = Arc::new(super::open_model(path)?);
+    let mut file = super::open_model(path)?;
     bar.set_length(file.file_size());
+    // A model that fits half of the memory available is read into huge
+    // pages (GgufFile::make_resident); a larger one stays mapped and is
+    // paged in below.
+    let resident =
+        crate::host_memory::available_bytes().is_some_and(|avail| file.file_size() <= avail / 2);
+    if resident {
+        bar.set_message("reading the weights");
+        file.make_resident(PAGE_IN_STEP, |n| bar.inc(n as u64))
+            .map_err(|e| CliError::Gguf(crate::gguf::GgufError::io(path, e)))?;
+    }
+    let file = Arc::new(file);
     let model = Model::from_gguf(Arc::clone(&file)).map_err(|source| CliError::Model {
         path: path.display().to_string(),
         source,
@@ -48,8 +60,10 @@ pub fn load(path: &Path, template: bool) -> Result<Loaded, CliError> {
     } else {
         None
     };
-    bar.set_message("paging in the weights");
-    page_in(file.bytes(), &bar);
+    if !resident {
+        bar.set_message("paging in the weights");
+        page_in(file.bytes(), &bar);
+    }
     bar.finish_and_clear();
     Ok(Loaded {
         model: Arc::new(model),
