@@ -84,7 +84,7 @@ const ONE_GPU: &str =
 const MOE: &str =
     "use --moe-cache N|NMiB: experts of the GPU layers stay in host memory, N slots per layer on the GPU";
 const FIT: &str = "use -g auto: the most layers whose GPU part fits the device memory";
-const MEMORY_MAP: &str = "sharpi maps the model file read-only and leaves paging to the OS";
+const MEMORY_MAP: &str = "sharpi reads a model that fits half of the available memory into huge pages, and maps a larger one read-only";
 const ONE_SEQUENCE: &str =
     "sharpi decodes one sequence; `sharpi bench` measures prefill and decode speed";
 const MULTIMODAL: &str = "sharpi runs text models only";
