@@ -1,8 +1,8 @@
 //! A replayed decode step (the command buffer recorded for the previous
 //! step, submitted again with the new position in the inbox) computes the
 //! same bits as the same step recorded afresh: all-GPU and hybrid, f32
-//! and f16 KV caches, llama and gemma3 (sliding window), with the
-//! validation layer watching both.
+//! and f16 KV caches, llama and gemma3 (sliding window), the device's own
+//! kernel layout and the GPU one, with the validation layer watching both.
 
 use crate::model_support;
 use crate::vulkan_support;
@@ -13,6 +13,7 @@ use engine::model::Model;
 use engine::ops::KvType;
 use engine::session::{Outputs, Session, SessionConfig};
 use engine::setup::GpuRequest;
+use engine::vulkan::KernelLayout;
 use model_support::Tiny;
 
 /// The logits of a prompt and then of each decode step, and the session's
@@ -45,12 +46,16 @@ fn a_replayed_decode_step_equals_a_fresh_recording_bit_for_bit() {
     for t in [Tiny::llama(), Tiny::gemma3()] {
         let m = t.model();
         for kv in [KvType::F32, KvType::F16] {
-            for g in [-1, 1] {
+            // The device's own kernel layout (lavapipe's: the CPU's), and
+            // the GPU layout, whose decode step is the fused matvecs with
+            // Q, K and V merged into one dispatch.
+            for (g, layout) in [(-1, None), (1, None), (-1, Some(KernelLayout::Gpu))] {
                 let mut req = vulkan_support::session::request(g);
+                req.vk.kernel_layout = layout;
                 let (replayed, (subs, replays)) = run(&m, &req, kv, STEPS);
                 req.vk.record_every_step = true;
                 let (fresh, (fresh_subs, fresh_replays)) = run(&m, &req, kv, STEPS);
-                let what = format!("{} -g {g} {kv:?}", t.arch);
+                let what = format!("{} -g {g} {layout:?} {kv:?}", t.arch);
                 assert_eq!(
                     fresh_replays, 0,
                     "{what}: replays while recording every step"

@@ -5,7 +5,7 @@ use super::hazard::Access;
 use crate::vulkan::{Shader, Stages};
 
 /// One recorded command.
-#[derive(PartialEq)]
+#[derive(Clone, PartialEq)]
 pub(super) enum Cmd {
     Dispatch {
         shader: ShaderRef,

@@ -321,6 +321,8 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_matvec_merge(&mut self, on: bool) {
         self.merge_matvecs = on;
+        // A kept recording was merged, or not, as the switch was.
+        self.replay = None;
     }
 
     /// Turns the fusion of a per-head norm with the RoPE, query scale and

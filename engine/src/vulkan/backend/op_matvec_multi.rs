@@ -4,15 +4,16 @@
 //! The decode step records Q, K and V as three fused matvecs of one normed
 //! row (`op_matvec_fused.rs`), each with its RoPE and cache-write epilogue
 //! where one applies (`op_matvec_rope.rs`), one after another with nothing
-//! between them. At submission ([`merge`], called by the recorder before
-//! the command list is keyed for replay) every run of two or three such
+//! between them. When a submission is recorded into a command buffer
+//! ([`merged`], called by the recorder), every run of two or three such
 //! dispatches that read the same norm of the same row, have one weight type
 //! and row width, and touch nothing another of them writes becomes one
 //! dispatch whose workgroups are the run's workgroups one product after
 //! another: two dispatches fewer on a layer's first stage, none of them
 //! dependent. Every row is computed by the code its own variant ran (the
 //! same prologue, products and epilogue), so the results are the same bits
-//! (tests: `engine/tests/vulkan_matvec_fused.rs`).
+//! (tests: `engine/tests/vulkan_matvec_fused.rs`). The replay key keeps
+//! the list as the ops recorded it: a replayed step merges nothing again.
 //!
 //! A pass over the finished list, not a peephole while recording: the
 //! RoPE and cache-write fusions find Q, K and V by the commands that wrote
@@ -217,8 +218,9 @@ fn run_at(cmds: &[Cmd], i: usize) -> Vec<Product> {
     run
 }
 
-/// Records the run's products as one `MULTI` dispatch.
-fn record(b: &mut VulkanBackend, run: &[Product]) {
+/// The run's products as one `MULTI` dispatch (made as the backend makes
+/// a recorded one, then taken off its list).
+fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
     let first = &run[0];
     let shader = variants(Kind::Multi)[first.ty].expect("every family has the same types");
     let rows_per_wg = matvec_rows(shader) as u64;
@@ -291,20 +293,22 @@ fn record(b: &mut VulkanBackend, run: &[Product]) {
         push.extend_from_slice(&v.to_le_bytes());
     }
     let groups = b.groups_1d(shader, groups * u64::from(shader.local_size[0]));
+    let n = b.cmds.len();
     b.dispatch_bytes(shader, &binds, push, groups);
+    (b.cmds.len() > n).then(|| b.cmds.pop().expect("recorded above"))
 }
 
-/// Merges every run of the recorded commands (see the module docs), when
-/// the fusions may run and the merge is on.
-pub(super) fn merge(b: &mut VulkanBackend) {
+/// `cmds` with every run merged (see the module docs), or `None` where
+/// there is none or the merge is off (or the fusions may not run).
+pub(super) fn merged(b: &mut VulkanBackend, cmds: &[Cmd]) -> Option<Vec<Cmd>> {
     if !allowed(b) || !b.merge_matvecs {
-        return;
+        return None;
     }
     // (first command, its run) for every run of more than one.
     let mut plan = Vec::new();
     let mut i = 0;
-    while i < b.cmds.len() {
-        let run = run_at(&b.cmds, i);
+    while i < cmds.len() {
+        let run = run_at(cmds, i);
         let n = run.len().max(1);
         if n > 1 {
             plan.push((i, run));
@@ -312,19 +316,20 @@ pub(super) fn merge(b: &mut VulkanBackend) {
         i += n;
     }
     if plan.is_empty() {
-        return;
+        return None;
     }
-    let old = std::mem::take(&mut b.cmds);
+    let mut out = Vec::with_capacity(cmds.len());
     let mut plan = plan.into_iter().peekable();
     let mut skip = 0;
-    for (j, cmd) in old.into_iter().enumerate() {
+    for (j, cmd) in cmds.iter().enumerate() {
         if skip > 0 {
             skip -= 1;
         } else if let Some((_, run)) = plan.next_if(|(at, _)| *at == j) {
-            record(b, &run);
+            out.extend(record(b, &run));
             skip = run.len() - 1;
         } else {
-            b.cmds.push(cmd);
+            out.push(cmd.clone());
         }
     }
+    Some(out)
 }

@@ -46,7 +46,6 @@ pub(super) fn flush(
     if let Some(mut p) = b.pending.take() {
         p.wait()?;
     }
-    super::op_matvec_multi::merge(b);
     let cmds = std::mem::take(&mut b.cmds);
     let staged = std::mem::take(&mut b.staged);
     let read_bytes = read
@@ -115,6 +114,10 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
         ensure(b, DOWNLOAD, read_bytes, BufferKind::Download)?;
     }
     let keep = wait && b.replay_enabled;
+    // What is recorded: the list with its Q/K/V runs merged (the key keeps
+    // the list as the ops recorded it, so a replayed step merges nothing).
+    let merged = super::op_matvec_multi::merged(b, &key.cmds);
+    let cmds: &[Cmd] = merged.as_deref().unwrap_or(&key.cmds);
 
     let mut tracker = HazardTracker::default();
     let (mut dispatches, mut barriers) = (0, 0);
@@ -144,8 +147,7 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
     // commands are all dispatches (compute to compute); a copy or fill on
     // either side adds the transfer stage.
     let mut prev: Option<&Cmd> = None;
-    let placed: Vec<bool> = key
-        .cmds
+    let placed: Vec<bool> = cmds
         .iter()
         .map(|cmd| {
             let needed = tracker.record(&cmd.access());
@@ -154,18 +156,18 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
             needed && !skip
         })
         .collect();
-    let starts: Vec<usize> = (0..key.cmds.len()).filter(|&i| placed[i]).collect();
+    let starts: Vec<usize> = (0..cmds.len()).filter(|&i| placed[i]).collect();
     let segment = |from: usize, to: usize| {
-        key.cmds[from..to]
+        cmds[from..to]
             .iter()
             .map(Cmd::stage)
             .fold(Stages::NONE, |a, s| a | s)
     };
-    for (i, cmd) in key.cmds.iter().enumerate() {
+    for (i, cmd) in cmds.iter().enumerate() {
         if placed[i] {
             let k = starts.partition_point(|&s| s < i);
             let before = if k == 0 { 0 } else { starts[k - 1] };
-            let after = starts.get(k + 1).copied().unwrap_or(key.cmds.len());
+            let after = starts.get(k + 1).copied().unwrap_or(cmds.len());
             sub.barrier(segment(before, i), segment(i, after))?;
             barriers += 1;
         }
