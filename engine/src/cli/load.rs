@@ -35,14 +35,18 @@ pub fn load(path: &Path, template: bool) -> Result<Loaded, CliError> {
     let mut file = super::open_model(path)?;
     bar.set_length(file.file_size());
     // A model that fits half of the memory available is read into huge
-    // pages (GgufFile::make_resident); a larger one stays mapped and is
-    // paged in below.
-    let resident =
+    // pages (GgufFile::make_resident); a larger one, or one the kernel
+    // would not give the memory for, stays mapped and is paged in below.
+    let mut resident =
         crate::host_memory::available_bytes().is_some_and(|avail| file.file_size() <= avail / 2);
     if resident {
         bar.set_message("reading the weights");
-        file.make_resident(PAGE_IN_STEP, |n| bar.inc(n as u64))
-            .map_err(|e| CliError::Gguf(crate::gguf::GgufError::io(path, e)))?;
+        resident = file
+            .make_resident(PAGE_IN_STEP, |n| bar.inc(n as u64))
+            .is_ok();
+        if !resident {
+            bar.set_position(0);
+        }
     }
     let file = Arc::new(file);
     let model = Model::from_gguf(Arc::clone(&file)).map_err(|source| CliError::Model {

@@ -155,7 +155,7 @@ impl GgufFile {
     /// stream every weight once per token, and a translation per 2 MiB
     /// instead of per 4 KiB page lets them run faster where page walks are
     /// dear (a virtual machine's nested paging). An owned image is left as
-    /// it is.
+    /// it is, and so is a mapped one when an error is returned.
     pub fn make_resident(
         &mut self,
         step: usize,
