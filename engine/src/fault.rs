@@ -44,6 +44,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan op_elementwise: a post-norm fused with the residual add after it adds the normed value before its weight multiplies it",
     ),
     (
+        "gpu-qkv-merge",
+        "vulkan op_matvec_multi: a merged Q/K/V dispatch binds K's and V's weights the wrong way round",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),

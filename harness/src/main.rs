@@ -143,6 +143,11 @@ struct CompareArgs {
     /// when the layer is installed; any message it reports is a failure).
     #[arg(long)]
     no_validation: bool,
+    /// The GPU paths' matrix kernels: `gpu` (a discrete GPU's: the fused
+    /// decode matvecs) or `cpu` (a CPU implementation's, lavapipe's
+    /// default); default: the device's own.
+    #[arg(long, value_name = "gpu|cpu", value_parser = parse_layout)]
+    kernel_layout: Option<engine::vulkan::KernelLayout>,
     /// Run only slice K of N of the items (model x prompt x path, and each
     /// model's text checks), balanced by the measured costs of --costs:
     /// N jobs with K = 1..N run every item once; `harness merge` joins
@@ -386,6 +391,7 @@ fn compare(mut args: CompareArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     opts.corpus = !args.no_corpus;
+    opts.kernel_layout = args.kernel_layout;
     opts.chunk = args.chunk;
     opts.profile = args.profile;
     opts.quick = args.quick;
@@ -530,5 +536,14 @@ fn manifest(dir: Option<PathBuf>) -> ExitCode {
             eprintln!("harness manifest: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `--kernel-layout`'s value.
+fn parse_layout(s: &str) -> Result<engine::vulkan::KernelLayout, String> {
+    match s {
+        "gpu" => Ok(engine::vulkan::KernelLayout::Gpu),
+        "cpu" => Ok(engine::vulkan::KernelLayout::Cpu),
+        _ => Err(format!("`{s}` is not a kernel layout (gpu or cpu)")),
     }
 }

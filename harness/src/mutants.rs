@@ -12,6 +12,7 @@
 //! | missing-barrier | SmolLM2, gpu | validation (synchronization: read after write, in a decode step) |
 //! | gpu-embed-row | SmolLM2, gpu | taps, layer 0 attn_norm |
 //! | gpu-post-norm-add | Gemma-3-270M, gpu | greedy (the tapped pass reads the post-norm's output, which keeps it apart from the add: only the untapped steps fuse them) |
+//! | gpu-qkv-merge | SmolLM2, gpu on the GPU kernel layout | greedy (the tapped pass reads Q, K and V back one by one, which keeps them apart: only the untapped steps merge them) |
 //! | gpu-act-f16-truncate | SmolLM2, gpu | taps, layer 0 Qcur (the first product of quantized activations; NMSE ~3e-7, under the 5e-5 the GPU had before its activations were quantized as the CPU's) |
 //! | gpu-softmax-unshifted | synthetic Qwen3 with scores of ~181 (synth-qwen3-bigscores), gpu | taps, layer 0 kqv_out (NaN: exp(s) overflows) |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
@@ -97,6 +98,8 @@ pub struct Mutant {
     /// A fault only the exact profile can see: run again with the
     /// calibrated limits (`--profile calibrated`), it must pass there.
     pub exact_only: bool,
+    /// The GPU paths' kernel layout, when not the device's own.
+    pub layout: Option<engine::vulkan::KernelLayout>,
 }
 
 impl Expected {
@@ -126,6 +129,7 @@ pub fn table() -> Vec<Mutant> {
             split: None,
         },
         exact_only: false,
+        layout: None,
     };
     let (cpu, gpu, hybrid) = (Path::Cpu, Path::Gpu, Path::Hybrid(HYBRID_N));
     vec![
@@ -201,6 +205,14 @@ pub fn table() -> Vec<Mutant> {
             &["taps"],
             Some((0, &["Qcur", "Kcur", "Vcur"][..])),
         ),
+        // The GPU kernel layout's decode step (lavapipe runs the CPU one
+        // by default): Q, K and V merged into one dispatch. The tapped
+        // prompt pass reads each product back on its own, so only the
+        // untapped greedy steps merge them.
+        Mutant {
+            layout: Some(engine::vulkan::KernelLayout::Gpu),
+            ..m("gpu-qkv-merge", &[SHORT], &[gpu], false, &["greedy"], None)
+        },
         // Harmless while scores are small: only the model with large
         // attention scores shows it (NaN from inf / inf).
         Mutant {
@@ -477,6 +489,7 @@ impl Setup {
         o.threads = self.threads;
         o.device = self.device.clone();
         o.validation = self.validation;
+        o.kernel_layout = m.layout;
         o
     }
 }
@@ -533,6 +546,7 @@ pub fn run(setup: &Setup) -> Result<MutantsReport, String> {
             split: None,
         },
         exact_only: false,
+        layout: None,
     };
     let clean = run_one(setup, &clean_mutant, None)?;
     let mut faults = Vec::new();
@@ -563,6 +577,17 @@ fn run_one(setup: &Setup, m: &Mutant, fault: Option<&str>) -> Result<Outcome, St
         o.expected.push_str(", passes --profile calibrated");
         if !escaped {
             o.taps.push("also caught with --profile calibrated".into());
+        }
+        o.seconds = start.elapsed().as_secs_f64();
+    }
+    if m.layout.is_some() && fault.is_some() {
+        // The clean run is on the device's own layout: this selection
+        // must pass without the fault on its own.
+        let clean = compare_with(&setup.options(m), None)?.passed();
+        o.matched &= clean;
+        o.expected.push_str(", passes without it");
+        if !clean {
+            o.taps.push("also fails without the fault".into());
         }
         o.seconds = start.elapsed().as_secs_f64();
     }

@@ -25,6 +25,7 @@ use super::op_matmul::{matvec_rows, WeightPush};
 use super::op_matvec_fused::{allowed, kind_of, variants, Kind, MatvecFusedPush, PUSH_BYTES};
 use super::op_matvec_rope::{pairs_whole, read_epi, RopeEpi};
 use super::{Bind, VulkanBackend, INBOX};
+use crate::fault;
 use crate::vulkan::shaders;
 
 /// The most products one dispatch takes (the shader's segments).
@@ -234,12 +235,12 @@ fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
     for (k, p) in run.iter().enumerate() {
         let rows = p.weight_field(std::mem::offset_of!(WeightPush, rows));
         let out = p.weight_field(std::mem::offset_of!(WeightPush, out_offset));
-        let mut flags =
-            (p.epi.rope * ROTATE) | (p.epi.kv << KV_SHIFT) | (p.epi.kv_width << WIDTH_SHIFT);
+        let e = &p.epi;
+        let mut flags = (e.rope * ROTATE) | (e.kv << KV_SHIFT) | (e.kv_width << WIDTH_SHIFT);
         if k == 0 && p.writes_norm() {
             flags |= WRITE_NORM;
         }
-        epi.seg[k] = [rows, out, flags, p.epi.pos_at | (p.epi.kv_pos_at << 16)];
+        epi.seg[k] = [rows, out, flags, e.pos_at | (e.kv_pos_at << 16)];
         groups += u64::from(rows).div_ceil(rows_per_wg);
         let cache = p.cache().unwrap_or(&p.binds[2]).clone();
         segs.push([p.binds[0].clone(), p.binds[2].clone(), cache]);
@@ -247,6 +248,11 @@ fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
     // A missing third segment: no rows, the second's bindings again.
     while segs.len() < SEGMENTS {
         segs.push(segs[segs.len() - 1].clone());
+    }
+    if fault::active("gpu-qkv-merge") && run.len() == SEGMENTS {
+        // The second and third products' weights bound the wrong way round.
+        let w1 = segs[1][0].clone();
+        segs[1][0] = std::mem::replace(&mut segs[2][0], w1);
     }
     // The inbox words any epilogue reads (none: the norm input, unread).
     let steps: Vec<&Bind> = run.iter().filter_map(Product::step).collect();

@@ -122,6 +122,7 @@ impl CorpusRun<'_> {
         let vk = VulkanOptions {
             device: opts.device.clone(),
             validation: opts.validation,
+            kernel_layout: opts.kernel_layout,
             ..VulkanOptions::default()
         };
         let mut session = match path.session(Arc::clone(self.model), &cfg, &vk) {

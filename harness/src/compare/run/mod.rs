@@ -75,6 +75,10 @@ pub struct Options {
     /// Run the GPU paths with the Vulkan validation layer (synchronization
     /// validation on); any message fails the prompt.
     pub validation: bool,
+    /// The GPU paths' matrix kernel layout (`None`: the device's own;
+    /// lavapipe's is the CPU one, so `Some(Gpu)` runs the kernels of a
+    /// discrete GPU there: the fused decode matvecs and their merges).
+    pub kernel_layout: Option<engine::vulkan::KernelLayout>,
     /// Only the representative selection of the items ([`matrix::quick`]).
     pub quick: bool,
     /// Run only this slice of the items ([`matrix`]).
@@ -105,6 +109,7 @@ impl Options {
             progress: false,
             device: DeviceSelector::Auto,
             validation: engine::vulkan::validation_layer_present(),
+            kernel_layout: None,
             quick: false,
             shard: None,
             costs: Costs::default(),

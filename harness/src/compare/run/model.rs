@@ -300,6 +300,7 @@ impl ModelCtx<'_> {
             let vk = VulkanOptions {
                 device: self.opts.device.clone(),
                 validation: self.opts.validation,
+                kernel_layout: self.opts.kernel_layout,
                 ..VulkanOptions::default()
             };
             path.session(Arc::clone(&self.model), &cfg, &vk)
