@@ -178,7 +178,7 @@ pub(super) fn overlaps(a: &Bind, b: &Bind) -> bool {
     a.buf == b.buf && a.bytes.start < b.bytes.end && b.bytes.start < a.bytes.end
 }
 
-fn read_u32(push: &[u8], at: usize) -> u32 {
+pub(super) fn read_u32(push: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))
 }
 

@@ -22,7 +22,9 @@
 use super::cmd::Cmd;
 use super::hazard::Access;
 use super::op_matmul::{matvec_rows, WeightPush};
-use super::op_matvec_fused::{allowed, kind_of, variants, Kind, MatvecFusedPush, PUSH_BYTES};
+use super::op_matvec_fused::{
+    allowed, kind_of, overlaps, read_u32, variants, Kind, MatvecFusedPush, PUSH_BYTES,
+};
 use super::op_matvec_rope::{pairs_whole, read_epi, RopeEpi};
 use super::{Bind, VulkanBackend, INBOX};
 use crate::fault;
@@ -128,12 +130,8 @@ impl Product {
         matches!(self.kind, Kind::NormOut | Kind::NormOutRope)
     }
 
-    fn field(&self, at: usize) -> u32 {
-        u32::from_le_bytes(self.push[at..at + 4].try_into().expect("four bytes"))
-    }
-
     fn weight_field(&self, at: usize) -> u32 {
-        self.field(std::mem::offset_of!(MatvecFusedPush, w) + at)
+        read_u32(&self.push, std::mem::offset_of!(MatvecFusedPush, w) + at)
     }
 
     /// The inbox words its epilogue reads.
@@ -176,12 +174,7 @@ fn joins(run: &[Product], next: &Product) -> bool {
             || (a.head_dim, a.theta_scale.to_bits(), a.freq_scale.to_bits())
                 == (b.head_dim, b.theta_scale.to_bits(), b.freq_scale.to_bits())
     });
-    let clash = |x: &Access, y: &Access| {
-        (x.write || y.write)
-            && x.buf == y.buf
-            && x.range.start < y.range.end
-            && y.range.start < x.range.end
-    };
+    let clash = |x: &Access, y: &Access| (x.write || y.write) && overlaps(&x.bind(), &y.bind());
     let independent = run.iter().all(|p| {
         !p.access
             .iter()
