@@ -1,4 +1,8 @@
 #version 450
+#ifdef SG_RED
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 // Decode matvec: out[col0 + r] = sum_c W[r, c] * x[c] for the one activation row.
 // Bindings: 0 = weight chunk (uint words), 1 = x, 2 = out. Push: WeightPush.
 // MATMUL_ID (ggml mul_mat_id, decode): workgroup z is a (token, slot) pair,
@@ -65,11 +69,27 @@
 // holds its rows, output offset, epilogue (rope, cache write), cache row
 // width and positions; every row the bits of its own dispatch's variant.
 // Push: WeightPush, FusedPush (EPI_ROPE: then RopeEpi; MULTI: MultiEpi).
+// SG_RED (the fused variants' `_sg` twins, for devices with subgroup
+// shuffles; op_matvec_fused.rs): where the workgroup is whole subgroups of
+// at least 8 invocations (checked here, uniform), the invocations count
+// subgroup by subgroup, and the shared-memory trees' steps within a
+// subgroup (the norm's sum of squares, the activation quantizer's block
+// folds, the super-block parts' sums and each row's partial sums) are
+// shuffles instead: the same operands in the same order (an xor butterfly
+// gives lane 0 the tree's sums), so the same bits, with most of the
+// barriers gone. Otherwise it runs the trees as the plain variant does.
 
 #include "weights.glsl"
 
 #define WG 128u
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+
+#ifdef SG_RED
+// Whether the trees end in subgroup shuffles (uniform; set by main).
+bool sg = false;
+#define RMS_SG sg
+#define QUANT_SG sg
+#endif
 
 layout(set = 0, binding = 0, std430) readonly buffer Wt { uint W[]; };
 #ifdef EPI_POST_NORM
@@ -292,7 +312,15 @@ void prologue(uint tid, bool first) {
 #endif
 
 void main() {
+#ifdef SG_RED
+    // Whole subgroups (their sizes sum to the workgroup's) of at least 8
+    // (the quantizer's blocks take up to 8 lanes): tid counts subgroup by
+    // subgroup, so that a run of lanes within a subgroup is a run of tid.
+    sg = gl_SubgroupSize >= 8u && gl_NumSubgroups * gl_SubgroupSize == WG;
+    uint tid = sg ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : gl_LocalInvocationID.x;
+#else
     uint tid = gl_LocalInvocationID.x;
+#endif
     uint wgi = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     // Byte offset of the weight matrix, first element (word) of x, of out.
     uint wb = 0u;
@@ -428,6 +456,24 @@ void main() {
         if (live) {
             qdot_k_part(bb, ab, part * (16u / KSPLIT), (part + 1u) * (16u / KSPLIT), a0, a1);
         }
+#ifdef SG_RED
+        if (sg) {
+            // The block's parts are lanes first..first + KSPLIT of one
+            // subgroup (KSPLIT divides 8).
+            uint first = gl_SubgroupInvocationID - part;
+            ivec4 s0 = a0[0], s1 = a1[0];
+            for (uint j = 1u; j < KSPLIT; j++) {
+                s0 += subgroupShuffle(a0[0], first + j);
+                s1 += subgroupShuffle(a1[0], first + j);
+            }
+            if (live && part == 0u) {
+                a0[0] = s0;
+                a1[0] = s1;
+                qdot_k_finish(bb, ab, a0, a1, acc);
+            }
+            continue;
+        }
+#endif
         kpart0[tid] = a0[0];
         kpart1[tid] = a1[0];
         barrier();
@@ -450,13 +496,43 @@ void main() {
         }
     }
 #endif
-    red[tid] = acc[0];
-    barrier();
-    for (uint s = TPR / 2u; s > 0u; s >>= 1) {
-        if (lane < s) {
-            red[tid] += red[tid + s];
+#ifdef SG_RED
+    if (sg) {
+        // The row's lanes are TPR consecutive tid (a run of lanes of one
+        // subgroup, or whole subgroups): the tree's steps of strides of a
+        // subgroup or more through shared memory, the rest a butterfly.
+        float v = acc[0];
+        uint sgs = gl_SubgroupSize;
+        if (TPR > sgs) {
+            red[tid] = v;
+            barrier();
+            for (uint s = TPR / 2u; s >= sgs; s >>= 1) {
+                if (lane < s) {
+                    red[tid] += red[tid + s];
+                }
+                barrier();
+            }
+            v = red[tid];
         }
+        for (uint m = min(TPR, sgs) / 2u; m > 0u; m >>= 1) {
+            v += subgroupShuffleXor(v, m);
+        }
+        // Lane 0 holds the row's sum, as red[tid] after the tree.
+        red[tid] = v;
+#if defined(EPI_ROPE) || defined(PAIR_GLU)
+        barrier(); // the epilogue reads other rows' sums
+#endif
+    } else
+#endif
+    {
+        red[tid] = acc[0];
         barrier();
+        for (uint s = TPR / 2u; s > 0u; s >>= 1) {
+            if (lane < s) {
+                red[tid] += red[tid + s];
+            }
+            barrier();
+        }
     }
 #ifdef PAIR_GLU
     // The gate's row r and the up projection's row r + RP, after the

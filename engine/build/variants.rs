@@ -407,6 +407,13 @@ fn pro_norm_out_glu(ty: GgmlType) -> Vec<(&'static str, &'static str)> {
     )
 }
 
+/// A fused variant's twin with `SG_RED` (shuffles for the reductions'
+/// steps within a subgroup).
+fn sg_red(mut defines: Vec<(&'static str, &'static str)>) -> Vec<(&'static str, &'static str)> {
+    defines.push(("SG_RED", "1"));
+    defines
+}
+
 /// The products for CPU Vulkan implementations (`shaders/matmul_cpu.comp`):
 /// ROWS weight rows for TOKENS activation rows per invocation. Measured on
 /// lavapipe (2 cores, Q4_1 576x1536): decode is fastest at 1 row (2 for the
@@ -587,6 +594,62 @@ pub const PER_TYPE: &[PerType] = &[
         name: "matvec_norm_out_glu",
         source: "matvec.comp",
         extra: pro_norm_out_glu,
+        only: Some(fusable),
+    },
+    // The fused families' twins whose reductions end in subgroup shuffles
+    // (`SG_RED`: the same bits, fewer barriers), for devices with them.
+    PerType {
+        name: "matvec_q_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_quant(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_q_add_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_quant_add(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_q_post_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_quant_post(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_norm(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_out_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_norm_out(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_rope_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_norm_rope(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_out_rope_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_norm_out_rope(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_multi_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_norm_multi(t)),
+        only: Some(fusable),
+    },
+    PerType {
+        name: "matvec_norm_out_glu_sg",
+        source: "matvec.comp",
+        extra: |t| sg_red(pro_norm_out_glu(t)),
         only: Some(fusable),
     },
     PerType {

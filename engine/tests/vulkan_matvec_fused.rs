@@ -10,7 +10,11 @@
 //! The normed row is also the CPU's, bit for bit. Merged at submission
 //! (`op_matvec_multi.rs`), the two products of the normed row, and a
 //! layer's Q, K and V with or without their RoPE and cache-write
-//! epilogues, are one dispatch with the same bits.
+//! epilogues, are one dispatch with the same bits. Each fused case runs
+//! twice: on the plain fused variants and on their `_sg` twins, whose
+//! reductions end in subgroup shuffles (lavapipe's subgroups of 8: the
+//! trees' strides of 8 and more through shared memory, the rest
+//! shuffled).
 
 use crate::vulkan_support;
 
@@ -122,16 +126,22 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
         let ws = [p.weight(&norm), p.weight(&w1), p.weight(&w2), p.weight(&w3)];
         let x0: Vec<f32> = values(seed + 4, d).iter().map(|v| v * 5.0).collect();
         let (want, plain) = chain(&mut p, (false, false), &ws, &x0, (d, m1, m2), None);
-        let (got, fewer) = chain(&mut p, (true, false), &ws, &x0, (d, m1, m2), None);
-        same_bits(&what, &want, &got);
         assert_eq!(plain, unfused, "{what}: unfused dispatches");
-        assert_eq!(fewer, fused, "{what}: fused dispatches");
-        // Merged at submission: where both products of the normed row
-        // fused, they are one dispatch.
-        let (got, merged) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), None);
-        same_bits(&format!("{what} merged"), &want, &got);
-        let fewer_merged = if fused == 3 { 2 } else { fused };
-        assert_eq!(merged, fewer_merged, "{what}: merged dispatches");
+        for sg in [false, true] {
+            // The fused variants, then their twins ending their reductions
+            // in subgroup shuffles.
+            assert_eq!(p.gpu.set_matvec_subgroups(sg), sg);
+            let what = format!("{what} subgroups {sg}");
+            let (got, fewer) = chain(&mut p, (true, false), &ws, &x0, (d, m1, m2), None);
+            same_bits(&what, &want, &got);
+            assert_eq!(fewer, fused, "{what}: fused dispatches");
+            // Merged at submission: where both products of the normed row
+            // fused, they are one dispatch.
+            let (got, merged) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), None);
+            same_bits(&format!("{what} merged"), &want, &got);
+            let fewer_merged = if fused == 3 { 2 } else { fused };
+            assert_eq!(merged, fewer_merged, "{what}: merged dispatches");
+        }
         if m1 == m2 {
             // A feed-forward block: unfused, the gated unit takes the
             // quantization of o1 in (the same count; Q8_K: the unit is a
@@ -145,15 +155,19 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
                 let glu = Some((kind, up_first));
                 let what = format!("{what} {kind:?} up first {up_first}");
                 let (want, plain) = chain(&mut p, (false, false), &ws, &x0, (d, m1, m2), glu);
-                let (got, fewer) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), glu);
-                same_bits(&what, &want, &got);
                 let k_unit = usize::from(ty.block_elems() == 256);
                 let counts = if fused == 3 {
                     (unfused + k_unit, 2)
                 } else {
                     (unfused + 1, fused + 1)
                 };
-                assert_eq!((plain, fewer), counts, "{what}: dispatches");
+                for sg in [false, true] {
+                    p.gpu.set_matvec_subgroups(sg);
+                    let what = format!("{what} subgroups {sg}");
+                    let (got, fewer) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), glu);
+                    same_bits(&what, &want, &got);
+                    assert_eq!((plain, fewer), counts, "{what}: dispatches");
+                }
                 glu_runs += usize::from(fused == 3);
             }
         }
@@ -251,39 +265,43 @@ fn rope_and_cache_writes_in_the_matvec_epilogue_write_the_unfused_bits() {
                 attention_steps(p, on, &ws, heads, style, kv_ty, seed + 4)
             };
             let (want, plain) = steps(&mut p, (false, false));
-            // The matvec fusions without the epilogue: what the epilogue
-            // removes is counted against them.
-            p.gpu.set_rope_epilogue(false);
-            let (mid, without) = steps(&mut p, (true, false));
-            // Q, K and V merged into one dispatch, without the epilogue.
-            let (mid_merged, without_merged) = steps(&mut p, (true, true));
-            p.gpu.set_rope_epilogue(true);
-            let (got, n) = steps(&mut p, (true, false));
-            let (got_merged, n_merged) = steps(&mut p, (true, true));
-            for (i, a) in want.iter().enumerate() {
-                let name = ["q", "k", "v", "attention"][i % 4];
-                let step = i / 4;
-                for (how, b) in [
-                    ("epilogue", &got),
-                    ("fused", &mid),
-                    ("merged", &mid_merged),
-                    ("merged with the epilogue", &got_merged),
-                ] {
-                    assert!(
-                        bits(a) == bits(&b[i]),
-                        "{what}: step {step} {name} {how} differs from the unfused bits"
-                    );
+            for sg in [false, true] {
+                p.gpu.set_matvec_subgroups(sg);
+                let what = format!("{what} subgroups {sg}");
+                // The matvec fusions without the epilogue: what the epilogue
+                // removes is counted against them.
+                p.gpu.set_rope_epilogue(false);
+                let (mid, without) = steps(&mut p, (true, false));
+                // Q, K and V merged into one dispatch, without the epilogue.
+                let (mid_merged, without_merged) = steps(&mut p, (true, true));
+                p.gpu.set_rope_epilogue(true);
+                let (got, n) = steps(&mut p, (true, false));
+                let (got_merged, n_merged) = steps(&mut p, (true, true));
+                for (i, a) in want.iter().enumerate() {
+                    let name = ["q", "k", "v", "attention"][i % 4];
+                    let step = i / 4;
+                    for (how, b) in [
+                        ("epilogue", &got),
+                        ("fused", &mid),
+                        ("merged", &mid_merged),
+                        ("merged with the epilogue", &got_merged),
+                    ] {
+                        assert!(
+                            bits(a) == bits(&b[i]),
+                            "{what}: step {step} {name} {how} differs from the unfused bits"
+                        );
+                    }
                 }
+                assert!(plain > without, "{what}: the matvec fusions apply");
+                assert_eq!(without - n, fewer, "{what}: dispatches the epilogue saves");
+                // Two dispatches fewer a step (three steps).
+                assert_eq!(
+                    without - without_merged,
+                    6,
+                    "{what}: dispatches the merge saves"
+                );
+                assert_eq!(n - n_merged, 6, "{what}: dispatches the merge saves");
             }
-            assert!(plain > without, "{what}: the matvec fusions apply");
-            assert_eq!(without - n, fewer, "{what}: dispatches the epilogue saves");
-            // Two dispatches fewer a step (three steps).
-            assert_eq!(
-                without - without_merged,
-                6,
-                "{what}: dispatches the merge saves"
-            );
-            assert_eq!(n - n_merged, 6, "{what}: dispatches the merge saves");
         }
     }
     p.finish("rope epilogue");
@@ -340,17 +358,21 @@ fn a_post_norm_and_its_add_in_the_matvec_epilogue_write_the_unfused_bits() {
         let wn = WeightSource::from_f32("post_norm.weight", n_out, 1, &values(seed + 1, n_out));
         let (w, norm) = (p.weight(&w).1, p.weight(&wn).1);
         let (want, plain) = post_norm_chain(&mut p, false, w, norm, (n_in, n_out), seed + 2);
-        let (got, n) = post_norm_chain(&mut p, true, w, norm, (n_in, n_out), seed + 2);
-        for (i, (a, b)) in want.iter().zip(&got).enumerate() {
-            assert!(
-                bits(a) == bits(b),
-                "{what}: output {i} differs from the unfused bits"
-            );
-        }
         // Unfused: the quantization, the product, the norm with its add;
         // fused: one dispatch each time.
         assert_eq!(plain, 6, "{what}: unfused dispatches");
-        assert_eq!(n, if fuses { 2 } else { 6 }, "{what}: fused dispatches");
+        for sg in [false, true] {
+            p.gpu.set_matvec_subgroups(sg);
+            let what = format!("{what} subgroups {sg}");
+            let (got, n) = post_norm_chain(&mut p, true, w, norm, (n_in, n_out), seed + 2);
+            for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                assert!(
+                    bits(a) == bits(b),
+                    "{what}: output {i} differs from the unfused bits"
+                );
+            }
+            assert_eq!(n, if fuses { 2 } else { 6 }, "{what}: fused dispatches");
+        }
     }
     p.finish("post-norm epilogue");
 }

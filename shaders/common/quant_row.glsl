@@ -13,7 +13,11 @@
 // The includer includes act.glsl, defines QUANT_WG (a power of two, at
 // least 8), QV(i) (the value of element i, an f32, typically from shared
 // memory the whole workgroup wrote before a barrier) and QSTORE(w, v)
-// (stores word v at word w of the blocks).
+// (stores word v at word w of the blocks). It may define QUANT_SG (a
+// uniform bool; the includer enables subgroup shuffles): where true, tid
+// counts subgroup by subgroup in subgroups of at least 8, so a block's
+// invocations are lanes of one subgroup, and the folds read the partials
+// by shuffles, in the same order, with no shared memory or barrier.
 #ifndef SHARPI_QUANT_ROW_GLSL
 #define SHARPI_QUANT_ROW_GLSL
 
@@ -38,7 +42,12 @@ void quant_row(uint tid, uint n, uint qb) {
     uint first = tid - sub;       // the block's first invocation
     // Every round is uniform over the workgroup.
     for (uint b0 = 0u; b0 < nblk; b0 += per_round) {
-        if (b0 > 0u) {
+#ifdef QUANT_SG
+        bool shuffled = QUANT_SG;
+#else
+        bool shuffled = false;
+#endif
+        if (b0 > 0u && !shuffled) {
             barrier(); // the shared partials of the previous round are read
         }
         uint blk = b0 + tid / ipb;
@@ -53,12 +62,25 @@ void quant_row(uint tid, uint n, uint qb) {
                 nan_seen = nan_seen || is_nan_bits(v & 0x7fffffffu);
             }
         }
-        part_amax[tid] = m | (nan_seen ? 0x80000000u : 0u);
-        barrier();
+        uint mine = m | (nan_seen ? 0x80000000u : 0u);
         uint amax = 0u;
-        for (uint j = 0u; j < ipb; j++) {
-            uint e = part_amax[first + j];
-            amax = (e & 0x80000000u) != 0u ? (e & 0x7fffffffu) : q8_amax_step(amax, e);
+#ifdef QUANT_SG
+        // The block's first lane in the subgroup.
+        uint lane0 = gl_SubgroupInvocationID - sub;
+        if (shuffled) {
+            for (uint j = 0u; j < ipb; j++) {
+                uint e = subgroupShuffle(mine, lane0 + j);
+                amax = (e & 0x80000000u) != 0u ? (e & 0x7fffffffu) : q8_amax_step(amax, e);
+            }
+        } else
+#endif
+        {
+            part_amax[tid] = mine;
+            barrier();
+            for (uint j = 0u; j < ipb; j++) {
+                uint e = part_amax[first + j];
+                amax = (e & 0x80000000u) != 0u ? (e & 0x7fffffffu) : q8_amax_step(amax, e);
+            }
         }
         uint d;
         uint id;
@@ -76,11 +98,22 @@ void quant_row(uint tid, uint n, uint qb) {
             }
         }
 #ifdef ACT_Q8_1
-        part_sum[tid] = sum;
-        barrier();
-        if (sub == 0u) {
+#ifdef QUANT_SG
+        if (shuffled) {
+            int total = sum;
             for (uint j = 1u; j < ipb; j++) {
-                sum += part_sum[tid + j];
+                total += subgroupShuffle(sum, lane0 + j);
+            }
+            sum = total; // the block's at its first lane
+        } else
+#endif
+        {
+            part_sum[tid] = sum;
+            barrier();
+            if (sub == 0u) {
+                for (uint j = 1u; j < ipb; j++) {
+                    sum += part_sum[tid + j];
+                }
             }
         }
 #endif

@@ -15,7 +15,11 @@
 // RMS_VAL(a, b, c): element c of the group, from the two values a and b it
 // passes to rms_scale (say a base offset and a group index); it may define
 // RMS_EXTRA(c), run beside each read of element c (say a load of the
-// weight's element c, so that it overlaps the sums).
+// weight's element c, so that it overlaps the sums). It may define RMS_SG
+// (a uniform bool; the includer enables subgroup shuffles): where true,
+// tid counts subgroup by subgroup and the tree's steps of strides below a
+// subgroup are an xor butterfly in subgroup 0, whose lane 0 adds the
+// tree's operands in the tree's order (the same bits).
 #ifndef SHARPI_RMS_GLSL
 #define SHARPI_RMS_GLSL
 
@@ -63,7 +67,15 @@ void rms_sum_squares(uint a, uint b, uint n, uint tid, float s_mul) {
     partial_hi[tid] = hi;
     partial_lo[tid] = lo;
     barrier();
-    for (uint k = RMS_WG / 2; k > 0; k >>= 1) {
+    // The shared steps: all of them, or (RMS_SG) those of strides of a
+    // subgroup or more.
+    uint k_end = 1u;
+#ifdef RMS_SG
+    if (RMS_SG) {
+        k_end = gl_SubgroupSize;
+    }
+#endif
+    for (uint k = RMS_WG / 2; k >= k_end && k > 0; k >>= 1) {
         if (tid < k) {
             precise float x = partial_hi[tid];
             precise float y = partial_hi[tid + k];
@@ -75,6 +87,29 @@ void rms_sum_squares(uint a, uint b, uint n, uint tid, float s_mul) {
         }
         barrier();
     }
+#ifdef RMS_SG
+    if (RMS_SG) {
+        // Strides below a subgroup: the partials left in subgroup 0's lanes.
+        if (gl_SubgroupID == 0u) {
+            precise float x = partial_hi[tid];
+            precise float xl = partial_lo[tid];
+            for (uint k = min(RMS_WG, gl_SubgroupSize) / 2u; k > 0u; k >>= 1) {
+                precise float y = subgroupShuffleXor(x, k);
+                precise float yl = subgroupShuffleXor(xl, k);
+                precise float s = x + y;
+                precise float bb = s - x;
+                precise float e = (x - (s - bb)) + (y - bb);
+                x = s;
+                xl = xl + yl + e;
+            }
+            if (tid == 0u) {
+                partial_hi[0] = x;
+                partial_lo[0] = xl;
+            }
+        }
+        barrier();
+    }
+#endif
 }
 
 // (hi + lo) / n rounded once, as the CPU's f64 division is (a driver may

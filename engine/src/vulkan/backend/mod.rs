@@ -200,6 +200,10 @@ pub struct VulkanBackend {
     /// merged into one dispatch at submission (`op_matvec_multi.rs`; with
     /// `fuse_matvecs`).
     merge_matvecs: bool,
+    /// Whether the fused matvecs run their `_sg` twins, whose reductions
+    /// end in subgroup shuffles (`op_matvec_fused.rs`; where the device
+    /// has them).
+    matvec_subgroups: bool,
     /// Whether the prefill products of 32-element block types take packed
     /// integer dot products (`matmul_tiled_*`; where the device has them).
     integer_dot: bool,
@@ -248,6 +252,7 @@ impl VulkanBackend {
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
         let integer_dot = ctx.limits().integer_dot;
         let attention_coop = ctx.limits().coop_f16;
+        let matvec_subgroups = op_matvec_fused::subgroups_supported(ctx.limits());
         let mut b = VulkanBackend {
             pending: None,
             replay: None,
@@ -271,6 +276,7 @@ impl VulkanBackend {
             fuse_matvecs: true,
             rope_epilogue: true,
             merge_matvecs: true,
+            matvec_subgroups,
             integer_dot,
             attention_rows: true,
             attention_coop,
@@ -323,6 +329,16 @@ impl VulkanBackend {
         self.merge_matvecs = on;
         // A kept recording was merged, or not, as the switch was.
         self.replay = None;
+    }
+
+    /// Turns the subgroup-shuffle twins of the fused decode matvecs
+    /// (`op_matvec_fused.rs`) on (the default, where the device has
+    /// shuffles) or off; the same bits (tests compare the two). Returns
+    /// whether they are on.
+    #[doc(hidden)]
+    pub fn set_matvec_subgroups(&mut self, on: bool) -> bool {
+        self.matvec_subgroups = on && op_matvec_fused::subgroups_supported(self.ctx.limits());
+        self.matvec_subgroups
     }
 
     /// Turns the fusion of a per-head norm with the RoPE, query scale and

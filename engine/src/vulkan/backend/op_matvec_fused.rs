@@ -30,7 +30,7 @@ use super::{Bind, GpuWeight, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::weight_index;
 use crate::ops::{Act, GluKind};
-use crate::vulkan::{shaders, PushConstants, Shader};
+use crate::vulkan::{shaders, DeviceLimits, PushConstants, Shader};
 
 /// `FusedPush` of `shaders/matvec.comp`: element offsets of the f32 input
 /// (binding 1), of the norm weight or the gated unit's second input
@@ -59,7 +59,9 @@ pub(super) const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
 const _: () = assert!(PUSH_BYTES == 60);
 const _: () = {
     use shaders::by_type::{
-        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_Q, MATVEC_Q_ADD, MATVEC_Q_POST,
+        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_NORM_OUT_GLU_SG,
+        MATVEC_NORM_OUT_SG, MATVEC_NORM_SG, MATVEC_Q, MATVEC_Q_ADD, MATVEC_Q_ADD_SG, MATVEC_Q_POST,
+        MATVEC_Q_POST_SG, MATVEC_Q_SG,
     };
     let mut t = 0;
     while t < MATVEC_Q.len() {
@@ -70,6 +72,12 @@ const _: () = {
             MATVEC_NORM[t],
             MATVEC_NORM_OUT[t],
             MATVEC_NORM_OUT_GLU[t],
+            MATVEC_Q_SG[t],
+            MATVEC_Q_ADD_SG[t],
+            MATVEC_Q_POST_SG[t],
+            MATVEC_NORM_SG[t],
+            MATVEC_NORM_OUT_SG[t],
+            MATVEC_NORM_OUT_GLU_SG[t],
         ];
         let mut i = 0;
         while i < all.len() {
@@ -129,28 +137,53 @@ impl Kind {
     ];
 }
 
-pub(super) fn variants(kind: Kind) -> &'static [Option<&'static Shader>] {
+/// A family's variants, or (`sg`) their twins whose reductions end in
+/// subgroup shuffles (`SG_RED` of `shaders/matvec.comp`).
+fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
     use shaders::by_type as t;
-    match kind {
-        Kind::Quant => &t::MATVEC_Q,
-        Kind::QuantAdd => &t::MATVEC_Q_ADD,
-        Kind::QuantPost => &t::MATVEC_Q_POST,
-        Kind::Norm => &t::MATVEC_NORM,
-        Kind::NormOut => &t::MATVEC_NORM_OUT,
-        Kind::NormOutGlu => &t::MATVEC_NORM_OUT_GLU,
-        Kind::NormRope => &t::MATVEC_NORM_ROPE,
-        Kind::NormOutRope => &t::MATVEC_NORM_OUT_ROPE,
-        Kind::Multi => &t::MATVEC_NORM_MULTI,
+    match (kind, sg) {
+        (Kind::Quant, false) => &t::MATVEC_Q,
+        (Kind::QuantAdd, false) => &t::MATVEC_Q_ADD,
+        (Kind::QuantPost, false) => &t::MATVEC_Q_POST,
+        (Kind::Norm, false) => &t::MATVEC_NORM,
+        (Kind::NormOut, false) => &t::MATVEC_NORM_OUT,
+        (Kind::NormOutGlu, false) => &t::MATVEC_NORM_OUT_GLU,
+        (Kind::NormRope, false) => &t::MATVEC_NORM_ROPE,
+        (Kind::NormOutRope, false) => &t::MATVEC_NORM_OUT_ROPE,
+        (Kind::Multi, false) => &t::MATVEC_NORM_MULTI,
+        (Kind::Quant, true) => &t::MATVEC_Q_SG,
+        (Kind::QuantAdd, true) => &t::MATVEC_Q_ADD_SG,
+        (Kind::QuantPost, true) => &t::MATVEC_Q_POST_SG,
+        (Kind::Norm, true) => &t::MATVEC_NORM_SG,
+        (Kind::NormOut, true) => &t::MATVEC_NORM_OUT_SG,
+        (Kind::NormOutGlu, true) => &t::MATVEC_NORM_OUT_GLU_SG,
+        (Kind::NormRope, true) => &t::MATVEC_NORM_ROPE_SG,
+        (Kind::NormOutRope, true) => &t::MATVEC_NORM_OUT_ROPE_SG,
+        (Kind::Multi, true) => &t::MATVEC_NORM_MULTI_SG,
     }
 }
 
-/// The family and weight-type index of a fused variant.
+/// The variants of a family that `b` dispatches.
+pub(super) fn variants(b: &VulkanBackend, kind: Kind) -> &'static [Option<&'static Shader>] {
+    family(kind, b.matvec_subgroups)
+}
+
+/// Whether a device can run the `_sg` twins: subgroup shuffles in compute
+/// shaders (the shaders themselves fall back to the shared-memory trees
+/// where a workgroup is not whole subgroups of at least 8).
+pub(super) fn subgroups_supported(limits: &DeviceLimits) -> bool {
+    limits.subgroup_shuffle && limits.subgroup_size >= 8
+}
+
+/// The family and weight-type index of a fused variant (either twin).
 pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
     Kind::ALL.into_iter().find_map(|k| {
-        variants(k)
-            .iter()
-            .position(|s| s.is_some_and(|s| s.index == shader.index))
-            .map(|t| (k, t))
+        [false, true].into_iter().find_map(|sg| {
+            family(k, sg)
+                .iter()
+                .position(|s| s.is_some_and(|s| s.index == shader.index))
+                .map(|t| (k, t))
+        })
     })
 }
 
@@ -208,7 +241,7 @@ pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) ->
     let Some(fmt) = act_format(gw.ty) else {
         return false;
     };
-    let Some(quant) = variants(Kind::Quant)[t] else {
+    let Some(quant) = variants(b, Kind::Quant)[t] else {
         return false;
     };
     let wgs = gw.n_out.div_ceil(matvec_rows(quant));
@@ -268,7 +301,7 @@ pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) ->
             (kind, binds, f)
         }
     };
-    let shader = variants(kind)[t].expect("every family has the same types");
+    let shader = variants(b, kind)[t].expect("every family has the same types");
     let groups = b.groups_1d(shader, wgs as u64 * u64::from(shader.local_size[0]));
     b.dispatch(shader, &binds, &MatvecFusedPush { w, f }, groups);
     b.norm_prologue = match source {
@@ -353,7 +386,7 @@ pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     if binds[2] != yb || binds.iter().any(|bd| overlaps(bd, &xb)) {
         return false;
     }
-    let shader = variants(Kind::QuantAdd)[t].expect("every family has the same types");
+    let shader = variants(b, Kind::QuantAdd)[t].expect("every family has the same types");
     let mut push = last.push.to_vec();
     let at = std::mem::offset_of!(MatvecFusedPush, f) + std::mem::offset_of!(FusedPush, res_offset);
     push[at..at + 4].copy_from_slice(&u32_of(x.elems().start, "offset").to_le_bytes());
@@ -429,7 +462,7 @@ pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bo
         std::mem::offset_of!(FusedPush, res_offset),
         u32_of(x.elems().start, "offset"),
     );
-    let shader = variants(Kind::QuantPost)[t].expect("every family has the same types");
+    let shader = variants(b, Kind::QuantPost)[t].expect("every family has the same types");
     b.cmds.truncate(b.cmds.len() - 2);
     b.norm_prologue = None;
     // After the two are taken off: making the counter records its fill.
@@ -520,7 +553,7 @@ pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: 
         GluKind::GeGluTanh => 1,
     };
     push[op_at..op_at + 4].copy_from_slice(&op.to_le_bytes());
-    let shader = variants(Kind::NormOutGlu)[t1].expect("every family has the same types");
+    let shader = variants(b, Kind::NormOutGlu)[t1].expect("every family has the same types");
     // Bindings: gate weight, norm input, gate out, norm weight, norm
     // output, up weight, up out.
     let binds = vec![

@@ -62,14 +62,21 @@ const _: () = assert!(EPI_BYTES == 60);
 // The whole block fits the 128 bytes every device offers.
 const _: () = assert!(PUSH_BYTES + EPI_BYTES <= 128);
 const _: () = {
-    let all = shaders::by_type::MATVEC_NORM_MULTI;
-    let mut t = 0;
-    while t < all.len() {
-        if let Some(s) = all[t] {
-            assert!(s.push_constant_size as usize == PUSH_BYTES + EPI_BYTES);
-            assert!(s.bindings.len() == 13);
+    let both = [
+        shaders::by_type::MATVEC_NORM_MULTI,
+        shaders::by_type::MATVEC_NORM_MULTI_SG,
+    ];
+    let mut i = 0;
+    while i < both.len() {
+        let mut t = 0;
+        while t < both[i].len() {
+            if let Some(s) = both[i][t] {
+                assert!(s.push_constant_size as usize == PUSH_BYTES + EPI_BYTES);
+                assert!(s.bindings.len() == 13);
+            }
+            t += 1;
         }
-        t += 1;
+        i += 1;
     }
 };
 
@@ -216,7 +223,7 @@ fn run_at(cmds: &[Cmd], i: usize) -> Vec<Product> {
 /// a recorded one, then taken off its list).
 fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
     let first = &run[0];
-    let shader = variants(Kind::Multi)[first.ty].expect("every family has the same types");
+    let shader = variants(b, Kind::Multi)[first.ty].expect("every family has the same types");
     let rows_per_wg = matvec_rows(shader) as u64;
     let mut epi = MultiEpi::default();
     if let Some(r) = run.iter().find(|p| p.epi.rope != 0) {

@@ -48,10 +48,17 @@ const FUSED_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
 const EPI_BYTES: usize = std::mem::size_of::<RopeEpi>();
 const _: () = assert!(EPI_BYTES == 32);
 const _: () = {
-    use shaders::by_type::{MATVEC_NORM_OUT_ROPE, MATVEC_NORM_ROPE};
+    use shaders::by_type::{
+        MATVEC_NORM_OUT_ROPE, MATVEC_NORM_OUT_ROPE_SG, MATVEC_NORM_ROPE, MATVEC_NORM_ROPE_SG,
+    };
     let mut t = 0;
     while t < MATVEC_NORM_ROPE.len() {
-        let all = [MATVEC_NORM_ROPE[t], MATVEC_NORM_OUT_ROPE[t]];
+        let all = [
+            MATVEC_NORM_ROPE[t],
+            MATVEC_NORM_OUT_ROPE[t],
+            MATVEC_NORM_ROPE_SG[t],
+            MATVEC_NORM_OUT_ROPE_SG[t],
+        ];
         let mut i = 0;
         while i < all.len() {
             if let Some(s) = all[i] {
@@ -114,7 +121,7 @@ pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> b
     } else {
         Kind::NormRope
     };
-    let shader = variants(rope_kind)[t].expect("every family has the same types");
+    let shader = variants(b, rope_kind)[t].expect("every family has the same types");
     if !pairs_whole(&push, matvec_rows(shader)) {
         return false;
     }
@@ -177,7 +184,7 @@ pub(super) fn kv_into_matvec(
     if epi.kv != 0 {
         return false;
     }
-    let shader = variants(rope_kind)[t].expect("every family has the same types");
+    let shader = variants(b, rope_kind)[t].expect("every family has the same types");
     if !pairs_whole(&push, matvec_rows(shader)) {
         return false;
     }
