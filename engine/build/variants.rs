@@ -652,6 +652,14 @@ pub const PER_TYPE: &[PerType] = &[
         extra: |t| sg_red(pro_norm_out_glu(t)),
         only: Some(fusable),
     },
+    // A decode step's feed-forward block in one dispatch (norm, gate and
+    // up, their unit, the down projection and its add; op_matvec_ffn.rs).
+    PerType {
+        name: "ffn_decode",
+        source: "ffn_decode.comp",
+        extra: |t| fused(t, &[]),
+        only: Some(q8_legacy),
+    },
     PerType {
         name: "get_rows",
         source: "get_rows.comp",

@@ -6,7 +6,9 @@
 //! dispatches (the 32-element and the super-block types alike); where a
 //! fusion does not apply (a row over 3072, an output of more than 1024
 //! workgroups) the counts are the unfused ones; with a gated unit between the two products and the third
-//! (a feed-forward block), the two products and the unit are one dispatch.
+//! (a feed-forward block), the two products and the unit are one dispatch,
+//! and with the product of the unit and the add (`op_matvec_ffn.rs`, the
+//! 32-element types) the whole block is.
 //! The normed row is also the CPU's, bit for bit. Merged at submission
 //! (`op_matvec_multi.rs`), the two products of the normed row, and a
 //! layer's Q, K and V with or without their RoPE and cache-write
@@ -90,6 +92,7 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
     let mut p = Pair::new();
     p.gpu.set_kernel_layout(KernelLayout::Gpu);
     let mut glu_runs = 0;
+    let mut ffn_runs = 0;
     // (type of the products, d, m1, m2, dispatches unfused and fused).
     // Unfused: the norm with its quantization, three products, the
     // quantization of o1, the add; the norm and the quantization apart
@@ -161,12 +164,17 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
                 } else {
                     (unfused + 1, fused + 1)
                 };
-                for sg in [false, true] {
+                for (sg, ffn) in [(false, false), (true, false), (false, true), (true, true)] {
                     p.gpu.set_matvec_subgroups(sg);
-                    let what = format!("{what} subgroups {sg}");
+                    // The whole block in one dispatch (32-element types).
+                    p.gpu.set_ffn_fusion(ffn);
+                    let what = format!("{what} subgroups {sg} one-dispatch block {ffn}");
                     let (got, fewer) = chain(&mut p, (true, true), &ws, &x0, (d, m1, m2), glu);
                     same_bits(&what, &want, &got);
+                    let one = ffn && fused == 3 && ty.block_elems() == 32;
+                    let counts = if one { (counts.0, 1) } else { counts };
                     assert_eq!((plain, fewer), counts, "{what}: dispatches");
+                    ffn_runs += usize::from(one);
                 }
                 glu_runs += usize::from(fused == 3);
             }
@@ -182,6 +190,7 @@ fn fused_decode_matvecs_write_the_unfused_bits() {
         );
     }
     assert_eq!(glu_runs, 8);
+    assert_eq!(ffn_runs, 8);
     p.finish("fused matvecs");
 }
 

@@ -34,6 +34,7 @@ mod op_attention;
 mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
+mod op_matvec_ffn;
 mod op_matvec_fused;
 mod op_matvec_multi;
 mod op_matvec_rope;
@@ -200,6 +201,13 @@ pub struct VulkanBackend {
     /// merged into one dispatch at submission (`op_matvec_multi.rs`; with
     /// `fuse_matvecs`).
     merge_matvecs: bool,
+    /// Whether a feed-forward block's fused gate / up / unit dispatch and
+    /// its down projection with the add are one dispatch
+    /// (`op_matvec_ffn.rs`; with `fuse_matvecs`).
+    fuse_ffn: bool,
+    /// The feed-forward block's partials (`op_matvec_ffn.rs`): slot and
+    /// bytes.
+    ffn_partials: Option<(u32, u64)>,
     /// Whether the fused matvecs run their `_sg` twins, whose reductions
     /// end in subgroup shuffles (`op_matvec_fused.rs`; where the device
     /// has them).
@@ -277,6 +285,8 @@ impl VulkanBackend {
             rope_epilogue: true,
             merge_matvecs: true,
             matvec_subgroups,
+            fuse_ffn: true,
+            ffn_partials: None,
             integer_dot,
             attention_rows: true,
             attention_coop,
@@ -329,6 +339,14 @@ impl VulkanBackend {
         self.merge_matvecs = on;
         // A kept recording was merged, or not, as the switch was.
         self.replay = None;
+    }
+
+    /// Turns the one-dispatch feed-forward block (`op_matvec_ffn.rs`) on
+    /// (the default) or off, the other matvec fusions as they are; the
+    /// same bits (tests compare the two).
+    #[doc(hidden)]
+    pub fn set_ffn_fusion(&mut self, on: bool) {
+        self.fuse_ffn = on;
     }
 
     /// Turns the subgroup-shuffle twins of the fused decode matvecs

@@ -39,12 +39,12 @@ use crate::vulkan::{shaders, DeviceLimits, PushConstants, Shader};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct FusedPush {
-    src_offset: u32,
-    aux_offset: u32,
-    pro_out_offset: u32,
-    res_offset: u32,
-    eps: f32,
-    op: u32,
+    pub(super) src_offset: u32,
+    pub(super) aux_offset: u32,
+    pub(super) pro_out_offset: u32,
+    pub(super) res_offset: u32,
+    pub(super) eps: f32,
+    pub(super) op: u32,
 }
 
 /// The push block of the fused variants.
@@ -394,6 +394,8 @@ pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
     b.cmds.pop();
     b.dispatch_bytes(shader, &binds, push, groups);
+    // A feed-forward block's down projection: with its gate / up / unit.
+    super::op_matvec_ffn::ffn_into_matvecs(b);
     true
 }
 
@@ -473,10 +475,11 @@ pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bo
     true
 }
 
-/// The post-norm epilogue's counter (one word, zero between dispatches;
+/// The post-norm epilogue's counter, which the one-dispatch feed-forward
+/// block (`op_matvec_ffn.rs`) shares (one word, zero between dispatches;
 /// the hazard tracker orders the dispatches that share it), or `None`
 /// with the backend's error set.
-fn post_counter(b: &mut VulkanBackend) -> Option<Bind> {
+pub(super) fn post_counter(b: &mut VulkanBackend) -> Option<Bind> {
     let slot = match b.post_counter {
         Some(slot) => slot,
         None => match b.new_buffer("matvec epilogue counter", 4, false, true) {

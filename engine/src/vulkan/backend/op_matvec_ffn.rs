@@ -1,0 +1,172 @@
+//! A decode step's feed-forward block in one dispatch
+//! (`shaders/ffn_decode.comp`, `by_type::FFN_DECODE`): where the fused
+//! gate / up / unit dispatch (`Kind::NormOutGlu`) is followed at once by
+//! the down projection of its unit with the residual add
+//! (`Kind::QuantAdd`), both of one 32-element block type with Q8_0 or
+//! Q8_1 activations, the two become one dispatch, one dependent stage
+//! fewer per layer, with the same bits (tests:
+//! `engine/tests/vulkan_matvec_fused.rs`). A peephole at the add, like the
+//! other matvec fusions: the model code records the same ops on every
+//! backend.
+//!
+//! Each workgroup takes one 32-element block of the unit and writes its
+//! term of every down row to a partials buffer; the last workgroup to
+//! finish sums them (the shader's docs). The residual may be the norm's
+//! input (a pre-norm layer's `x += ffn(norm(x))`): every workgroup has read
+//! the input before it counts itself done, and only the last one writes the
+//! residual.
+
+use super::hazard::Access;
+use super::op_matmul::WeightPush;
+use super::op_matvec_fused::{
+    allowed, kind_of, overlaps, post_counter, read_u32, FusedPush, Kind, MatvecFusedPush,
+    PUSH_BYTES,
+};
+use super::{Bind, VulkanBackend};
+use crate::vulkan::{shaders, PushConstants, Shader};
+
+/// `FfnPush` of `shaders/ffn_decode.comp`: the down projection's weight
+/// row bytes and rows, the element offsets of its output and of the
+/// residual.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct FfnPush {
+    down_row_bytes: u32,
+    down_rows: u32,
+    down_out_offset: u32,
+    res_offset: u32,
+}
+
+// SAFETY: repr(C), four 32-bit scalar fields: no padding.
+unsafe impl PushConstants for FfnPush {}
+
+const FFN_BYTES: usize = std::mem::size_of::<FfnPush>();
+const _: () = assert!(FFN_BYTES == 16);
+const _: () = {
+    let all = shaders::by_type::FFN_DECODE;
+    let mut t = 0;
+    while t < all.len() {
+        if let Some(s) = all[t] {
+            assert!(s.push_constant_size as usize == PUSH_BYTES + FFN_BYTES);
+            assert!(s.bindings.len() == 12);
+        }
+        t += 1;
+    }
+};
+
+/// Unit elements per workgroup (`UB` of the shader: one activation block).
+const UNIT_BLOCK: u32 = 32;
+
+/// The variant for weight-type index `t`, where the block is fused.
+fn variant(t: usize) -> Option<&'static Shader> {
+    shaders::by_type::FFN_DECODE.get(t).copied().flatten()
+}
+
+/// Records the fused gate / up / unit dispatch and the down projection
+/// with its add recorded right after it as one `ffn_decode` dispatch,
+/// when they are a feed-forward block of one type (see the module docs).
+/// Called right after the add fused into the down projection. Returns
+/// whether it did.
+pub(super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
+    if !allowed(b) || !b.fuse_ffn {
+        return false;
+    }
+    let (Some(glu), Some(down)) = (b.dispatch_back(1), b.last_dispatch()) else {
+        return false;
+    };
+    let (Some((Kind::NormOutGlu, t)), Some((Kind::QuantAdd, t2))) =
+        (kind_of(glu.shader), kind_of(down.shader))
+    else {
+        return false;
+    };
+    let Some(shader) = variant(t) else {
+        return false;
+    };
+    if t != t2 {
+        return false;
+    }
+    // Gate / up bindings: gate weight, norm input, gate out, norm weight,
+    // norm output, up weight, up out. Down: weight, input, out, residual.
+    let gb: Vec<Bind> = glu.access.iter().map(Access::bind).collect();
+    let db: Vec<Bind> = down.access.iter().map(Access::bind).collect();
+    let w_at = std::mem::offset_of!(MatvecFusedPush, w);
+    let f_at = std::mem::offset_of!(MatvecFusedPush, f);
+    let gw = |at: usize| read_u32(glu.push, w_at + at);
+    let dw = |at: usize| read_u32(down.push, w_at + at);
+    let df = |at: usize| read_u32(down.push, f_at + at);
+    let units = gw(std::mem::offset_of!(WeightPush, rows));
+    let down_rows = dw(std::mem::offset_of!(WeightPush, rows));
+    let fits = units.is_multiple_of(UNIT_BLOCK)
+        && units > 0
+        && gw(std::mem::offset_of!(WeightPush, col0)) == 0
+        && dw(std::mem::offset_of!(WeightPush, col0)) == 0
+        && dw(std::mem::offset_of!(WeightPush, n_in)) == units
+        && down_rows == dw(std::mem::offset_of!(WeightPush, n_out));
+    // The down projection reads exactly the unit the first wrote.
+    let reads_unit = db[1] == gb[2]
+        && df(std::mem::offset_of!(FusedPush, src_offset))
+            == gw(std::mem::offset_of!(WeightPush, out_offset));
+    // Outputs apart from each other and from every input; the residual
+    // apart from all but the norm's input.
+    let outs = [&gb[2], &gb[4], &gb[6], &db[2]];
+    let ins = [&gb[0], &gb[1], &gb[3], &gb[5], &db[0]];
+    let res = &db[3];
+    let apart = outs.iter().enumerate().all(|(i, o)| {
+        outs[i + 1..].iter().all(|p| !overlaps(o, p)) && ins.iter().all(|x| !overlaps(o, x))
+    }) && outs.iter().all(|o| !overlaps(o, res))
+        && [&gb[0], &gb[3], &gb[5], &db[0]]
+            .iter()
+            .all(|x| !overlaps(x, res));
+    if !fits || !reads_unit || !apart {
+        return false;
+    }
+    let groups_n = u64::from(units / UNIT_BLOCK);
+    let part_bytes = groups_n * u64::from(down_rows) * 4;
+    let mut push = glu.push.to_vec();
+    let ffn = FfnPush {
+        down_row_bytes: dw(std::mem::offset_of!(WeightPush, row_bytes)),
+        down_rows,
+        down_out_offset: dw(std::mem::offset_of!(WeightPush, out_offset)),
+        res_offset: df(std::mem::offset_of!(FusedPush, res_offset)),
+    };
+    push.extend_from_slice(ffn.as_bytes());
+    let binds_head: Vec<Bind> = gb
+        .iter()
+        .cloned()
+        .chain([db[0].clone(), db[2].clone(), db[3].clone()])
+        .collect();
+    b.cmds.truncate(b.cmds.len() - 2);
+    // After the two are taken off: making a buffer may record its fill.
+    let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
+        return true; // the backend's error is set
+    };
+    let mut binds = binds_head;
+    binds.extend([part, cnt]);
+    let groups = b.groups_1d(shader, groups_n * u64::from(shader.local_size[0]));
+    b.dispatch_bytes(shader, &binds, push, groups);
+    true
+}
+
+/// The down projection's block terms: `bytes` of the backend's partials
+/// buffer (made, or made larger, when a block needs more; never filled:
+/// every term is written before it is read).
+fn partials(b: &mut VulkanBackend, bytes: u64) -> Option<Bind> {
+    let slot = match b.ffn_partials {
+        Some((slot, have)) if have >= bytes => slot,
+        _ => match b.new_buffer("feed-forward partials", bytes, false, false) {
+            Ok(slot) => {
+                b.ffn_partials = Some((slot, bytes));
+                slot
+            }
+            Err(e) => {
+                let e = b.vk_err("feed-forward partials", bytes, e);
+                b.fail(e);
+                return None;
+            }
+        },
+    };
+    Some(Bind {
+        buf: slot,
+        bytes: 0..bytes,
+    })
+}
