@@ -48,6 +48,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan op_matvec_multi: a merged Q/K/V dispatch binds K's and V's weights the wrong way round",
     ),
     (
+        "gpu-ffn-bind",
+        "vulkan op_matvec_ffn: the one-dispatch feed-forward block binds the up projection's weight where the gate's goes",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),

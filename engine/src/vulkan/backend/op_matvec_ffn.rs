@@ -23,6 +23,7 @@ use super::op_matvec_fused::{
     PUSH_BYTES,
 };
 use super::{Bind, VulkanBackend};
+use crate::fault;
 use crate::vulkan::{shaders, PushConstants, Shader};
 
 /// `FfnPush` of `shaders/ffn_decode.comp`: the down projection's weight
@@ -130,11 +131,15 @@ pub(super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
         res_offset: df(std::mem::offset_of!(FusedPush, res_offset)),
     };
     push.extend_from_slice(ffn.as_bytes());
-    let binds_head: Vec<Bind> = gb
+    let mut binds_head: Vec<Bind> = gb
         .iter()
         .cloned()
         .chain([db[0].clone(), db[2].clone(), db[3].clone()])
         .collect();
+    if fault::active("gpu-ffn-bind") {
+        // The up weight bound where the gate's goes.
+        binds_head[0] = gb[5].clone();
+    }
     b.cmds.truncate(b.cmds.len() - 2);
     // After the two are taken off: making a buffer may record its fill.
     let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
