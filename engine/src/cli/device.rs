@@ -1,6 +1,6 @@
 //! Where a model runs: `-g N|auto`, `--fixed-on`, `--moe-cache`,
 //! `--expert-stats`, `--device`, `--validate`, `--record-every-step`,
-//! `--print-plan` (shared by the
+//! `--unfuse`, `--print-plan` (shared by the
 //! generation and bench commands).
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use crate::model::Model;
 use crate::placement::Side;
 use crate::session::{Session, SessionConfig};
 use crate::setup::{GpuLayers, GpuRequest};
-use crate::vulkan::VulkanOptions;
+use crate::vulkan::{Unfused, VulkanOptions};
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct DeviceArgs {
@@ -66,6 +66,11 @@ pub struct DeviceArgs {
     /// of recording; the results are the same bits).
     #[arg(long = "record-every-step")]
     pub record_every_step: bool,
+    /// Turn decode fusions of the GPU kernels off, for comparing their
+    /// cost (a comma-separated list of matvec, qkv, ffn, subgroups; the
+    /// results are the same bits).
+    #[arg(long = "unfuse", value_name = "LIST", value_parser = unfused)]
+    pub unfuse: Option<Unfused>,
     /// How the CPU rounds RoPE, attention, SwiGLU and the router softmax:
     /// ggml (llama.cpp's CPU backend's arithmetic, bit for bit) or
     /// reference (each product rounded, sums in order, libm exp; a few
@@ -81,6 +86,11 @@ pub struct DeviceArgs {
 
 /// `ggml` or `reference` ([`CpuNumerics`]).
 fn cpu_numerics(s: &str) -> Result<CpuNumerics, String> {
+    s.parse()
+}
+
+/// A list of decode fusions ([`Unfused`]).
+fn unfused(s: &str) -> Result<Unfused, String> {
     s.parse()
 }
 
@@ -107,9 +117,14 @@ impl DeviceArgs {
                 "--moe-cache applies to a mixture-of-experts model; this one has none".into(),
             ));
         }
-        if !gpu && (self.device.is_some() || self.validate || self.record_every_step) {
+        if !gpu
+            && (self.device.is_some()
+                || self.validate
+                || self.record_every_step
+                || self.unfuse.is_some())
+        {
             return Err(CliError::Usage(
-                "--device, --validate and --record-every-step apply to the GPU: give -g -1, -g N or --fixed-on gpu"
+                "--device, --validate, --record-every-step and --unfuse apply to the GPU: give -g -1, -g N or --fixed-on gpu"
                     .into(),
             ));
         }
@@ -122,6 +137,7 @@ impl DeviceArgs {
                 .expect("infallible"),
             validation: self.validate,
             record_every_step: self.record_every_step,
+            unfused: self.unfuse.unwrap_or_default(),
             kernel_layout: None,
         };
         let req = GpuRequest {

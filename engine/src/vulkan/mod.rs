@@ -53,8 +53,8 @@ mod transfer;
 mod validation;
 
 pub use backend::{
-    attention_partial_bytes, twin_bytes, CombinePush, KernelLayout, VulkanBackend, VulkanOptions,
-    VulkanStats,
+    attention_partial_bytes, twin_bytes, CombinePush, KernelLayout, Unfused, VulkanBackend,
+    VulkanOptions, VulkanStats,
 };
 pub use context::{Context, ContextOptions};
 pub use error::{VkError, VkResult};

@@ -30,6 +30,7 @@ pub fn options() -> VulkanOptions {
         device: device(),
         validation: true,
         record_every_step: false,
+        unfused: Default::default(),
         kernel_layout: None,
     }
 }

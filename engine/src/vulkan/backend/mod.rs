@@ -46,6 +46,7 @@ mod readback;
 mod recorder;
 mod replay;
 mod resources;
+mod unfused;
 
 use super::VkError;
 use super::{
@@ -76,6 +77,8 @@ const FIRST_TENSOR: u32 = 3;
 /// (norm q, norm k, RoPE q, RoPE k, scale q).
 const LOOK_BACK: usize = 8;
 
+pub use unfused::Unfused;
+
 /// How to create a [`VulkanBackend`].
 #[derive(Clone, Debug, Default)]
 pub struct VulkanOptions {
@@ -87,6 +90,9 @@ pub struct VulkanOptions {
     /// whose commands are the same ([`replay`]); the results are the same
     /// bits (tests compare the two).
     pub record_every_step: bool,
+    /// Decode fusions turned off, for comparing their cost (`--unfuse`;
+    /// the results are the same bits).
+    pub unfused: Unfused,
     /// Tests: force the kernel layout ([`VulkanBackend::set_kernel_layout`];
     /// None: by device kind), e.g. the GPU kernels on lavapipe.
     #[doc(hidden)]
@@ -238,6 +244,13 @@ impl VulkanBackend {
         })?;
         let mut b = VulkanBackend::with_context(ctx);
         b.set_replay(!opts.record_every_step);
+        let u = opts.unfused;
+        b.set_matvec_fusion(!u.matvec);
+        b.set_matvec_merge(!u.qkv);
+        b.set_ffn_fusion(!u.ffn);
+        if u.subgroups {
+            b.set_matvec_subgroups(false);
+        }
         if let Some(layout) = opts.kernel_layout {
             if !b.set_kernel_layout(layout) {
                 return Err(VkError::DeviceUnusable {
