@@ -29,6 +29,20 @@
 // 3 = out (written; SPLIT: the partials and counters), 4 = step words
 // (read: the first row's position), SPLIT: 5 = out (written).
 // Push: AttnPush (SPLIT: then n_split and cnt_at).
+// OUT_PROJ (decode, one row; op_attention_oproj.rs): the output
+// projection that follows and its residual add, in the same dispatch. The
+// workgroup that writes a head's output (with SPLIT: the head's last run)
+// also quantizes it (its head_dim_v / 32 blocks, as the projection's
+// prologue quantizes the row: a block's bytes do not depend on its
+// neighbours) and writes those blocks' terms of every row of the
+// projection (of its weight type) to the partials at [block][row]; the
+// head that counts itself done last on the counter's word 0 (and puts it
+// back to zero) sums each row's terms in the order matvec.comp's 16 lanes
+// and tree add them (PRO_QUANT + EPI_ADD), writes the row and adds it to
+// the residual: the bits of that dispatch, one dependent stage fewer.
+// Bindings after the attention's (5, SPLIT: 6 on): the projection's
+// weight, its output, the residual, the partials, the counter. Push: then
+// OprojPush.
 // The dot products and sums are `precise`: a driver that fuses a multiply
 // and an add into one fma (NVIDIA's does) rounds differently from the CPU.
 // Limits (checked on the host): head_dim_k <= MAX_DK, head_dim_v <= WG * ACC.
@@ -70,20 +84,126 @@ layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
 #endif
 STEP_WORDS(4)
 
-#ifdef SPLIT
+#ifdef OUT_PROJ
+// The output projection: its weight's row bytes and rows, the element
+// offsets of its output and of the residual.
+struct OprojPush {
+    uint row_bytes;
+    uint rows;
+    uint out_offset;
+    uint res_offset;
+};
+#endif
+#if defined(SPLIT) && defined(OUT_PROJ)
+layout(push_constant) uniform Push {
+    AttnPush p;
+    uint n_split;
+    uint cnt_at;
+    OprojPush op;
+};
+#elif defined(SPLIT)
 layout(push_constant) uniform Push {
     AttnPush p;
     uint n_split;
     uint cnt_at;
 };
+#endif
+#ifdef SPLIT
 shared bool last_run; // this workgroup counted last for its (row, head)
 // The last run's view of every run (at most MAX_SPLIT): max, sum, weight.
 #define MAX_SPLIT 64u
 shared float run_m[MAX_SPLIT];
 shared float run_l[MAX_SPLIT];
 shared float run_w[MAX_SPLIT];
-#else
+#endif
+#if defined(OUT_PROJ) && !defined(SPLIT)
+layout(push_constant) uniform Push { AttnPush p; OprojPush op; };
+#elif !defined(SPLIT)
 layout(push_constant) uniform Push { AttnPush p; };
+#endif
+
+#ifdef OUT_PROJ
+#include "weights.glsl"
+// The projection's bindings follow the attention's.
+#ifdef SPLIT
+#define OP_B 6
+#else
+#define OP_B 5
+#endif
+layout(set = 0, binding = OP_B, std430) readonly buffer Wt { uint W[]; };
+layout(set = 0, binding = OP_B + 1, std430) writeonly buffer Po { float PO[]; };
+layout(set = 0, binding = OP_B + 2, std430) buffer Rt { float R[]; };
+// The projection's block terms, [block][row] (the last head reads the
+// others').
+layout(set = 0, binding = OP_B + 3, std430) coherent buffer Pt { float PART[]; };
+// The count of heads done (word 0; zero between dispatches).
+layout(set = 0, binding = OP_B + 4, std430) coherent buffer Ct { uint CNT[]; };
+#include "blocks.glsl"
+// The head's output, then its blocks (9 words per 32 elements).
+shared float hv[WG * ACC];
+shared uint SA[WG * ACC / 32u * 9u];
+#define ACT(ab, t, k) SA[(ab) + (k)]
+#define QT 1u
+#include "qdot.glsl"
+#define QUANT_WG WG
+#define QV(i) hv[i]
+#define QSTORE(w, v) SA[w] = (v)
+#include "quant_row.glsl"
+shared bool last_head;
+// Lanes per row of matvec.comp's 32-element block types (ROWS_PER_WG 8).
+#define TPR 16u
+
+// The projection of the head's output, hv[0..dv] (written before a
+// barrier): its terms, the count, and by the last head the rows. Every
+// invocation of the workgroup calls it.
+void out_proj(uint h, uint tid, uint dv) {
+    quant_row(tid, dv, 0u);
+    barrier();
+    uint nbh = dv / BLOCK_ELEMS;           // the head's blocks
+    uint n_blocks = p.n_head * nbh;        // the projection's input blocks
+    for (uint i = tid; i < op.rows * nbh; i += WG) {
+        uint row = i / nbh;
+        uint j = i % nbh;
+        uint blk = h * nbh + j;
+        float a[1];
+        a[0] = 0.0;
+        uint ab[1];
+        ab[0] = j * ACT_WORDS;
+        qdot_block(row * op.row_bytes + blk * BLOCK_BYTES, ab, a);
+        PART[blk * op.rows + row] = a[0];
+    }
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+        last_head = atomicAdd(CNT[0], 1u) == p.n_head - 1u;
+    }
+    barrier();
+    if (!last_head) {
+        return;
+    }
+    memoryBarrierBuffer();
+    for (uint row = tid; row < op.rows; row += WG) {
+        float v[TPR];
+        for (uint l = 0u; l < TPR; l++) {
+            float x = 0.0;
+            for (uint blk = l; blk < n_blocks; blk += TPR) {
+                x += PART[blk * op.rows + row];
+            }
+            v[l] = x;
+        }
+        for (uint w = TPR / 2u; w > 0u; w >>= 1) {
+            for (uint l = 0u; l < w; l++) {
+                v[l] += v[l + w];
+            }
+        }
+        PO[op.out_offset + row] = v[0];
+        uint ri = op.res_offset + row;
+        R[ri] = R[ri] + v[0];
+    }
+    if (tid == 0u) {
+        CNT[0] = 0u; // for the next dispatch
+    }
+}
 #endif
 
 // The row's query, read four at a time (vec4: a quarter of the
@@ -349,10 +469,17 @@ void main() {
             x += run_w[s] * uintBitsToFloat(part[base + s * stride + 2u + d]);
         }
         o[obase + d] = x * inv;
+#ifdef OUT_PROJ
+        hv[d] = x * inv;
+#endif
     }
     if (tid == 0u) {
         part[cnt] = 0u; // for the next dispatch
     }
+#ifdef OUT_PROJ
+    barrier();
+    out_proj(h, tid, dv);
+#endif
 #else
     float inv = 1.0 / l;
     uint obase = p.out_offset + (t * p.n_head + h) * dv;
@@ -360,7 +487,14 @@ void main() {
         uint d = tid + a * WG;
         if (d < dv) {
             o[obase + d] = acc[a] * inv;
+#ifdef OUT_PROJ
+            hv[d] = acc[a] * inv;
+#endif
         }
     }
+#ifdef OUT_PROJ
+    barrier();
+    out_proj(h, tid, dv);
+#endif
 #endif
 }

@@ -660,6 +660,32 @@ pub const PER_TYPE: &[PerType] = &[
         extra: |t| fused(t, &[]),
         only: Some(q8_legacy),
     },
+    // Decode attention with the output projection after it and its add
+    // (op_attention_oproj.rs), by cache type, plain and split-K.
+    PerType {
+        name: "attention_f32_oproj",
+        source: "attention.comp",
+        extra: |t| fused(t, &[("OUT_PROJ", "1")]),
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "attention_f16_oproj",
+        source: "attention.comp",
+        extra: |t| fused(t, &[("OUT_PROJ", "1"), ("KV_F16", "1")]),
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "attention_f32_split_oproj",
+        source: "attention.comp",
+        extra: |t| fused(t, &[("OUT_PROJ", "1"), ("SPLIT", "1")]),
+        only: Some(q8_legacy),
+    },
+    PerType {
+        name: "attention_f16_split_oproj",
+        source: "attention.comp",
+        extra: |t| fused(t, &[("OUT_PROJ", "1"), ("KV_F16", "1"), ("SPLIT", "1")]),
+        only: Some(q8_legacy),
+    },
     PerType {
         name: "get_rows",
         source: "get_rows.comp",

@@ -52,6 +52,10 @@ pub const FAULTS: &[(&str, &str)] = &[
         "vulkan op_matvec_ffn: the one-dispatch feed-forward block binds the up projection's weight where the gate's goes",
     ),
     (
+        "gpu-oproj-residual",
+        "vulkan op_attention_oproj: the attention's output-projection epilogue adds the projection into its own output instead of the residual",
+    ),
+    (
         "gpu-embed-row",
         "vulkan op_matmul: the embedding lookup reads the next row",
     ),

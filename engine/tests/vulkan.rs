@@ -13,6 +13,8 @@ mod vulkan_support;
 mod vulkan_attention;
 #[path = "vulkan_attention_combine.rs"]
 mod vulkan_attention_combine;
+#[path = "vulkan_attention_oproj.rs"]
+mod vulkan_attention_oproj;
 #[path = "vulkan_backend.rs"]
 mod vulkan_backend;
 #[path = "vulkan_concurrency.rs"]

@@ -14,6 +14,7 @@
 //! | gpu-post-norm-add | Gemma-3-270M, gpu | greedy (the tapped pass reads the post-norm's output, which keeps it apart from the add: only the untapped steps fuse them) |
 //! | gpu-qkv-merge | SmolLM2, gpu on the GPU kernel layout | greedy (the tapped pass reads Q, K and V back one by one, which keeps them apart: only the untapped steps merge them) |
 //! | gpu-ffn-bind | SmolLM2, gpu on the GPU kernel layout | greedy (the tapped pass reads the feed-forward block's tensors, which keeps its dispatches apart: only the untapped steps make it one) |
+//! | gpu-oproj-residual | SmolLM2, gpu on the GPU kernel layout | greedy (the tapped pass reads the attention's output, which keeps the projection apart: only the untapped steps fuse it) |
 //! | gpu-act-f16-truncate | SmolLM2, gpu | taps, layer 0 Qcur (the first product of quantized activations; NMSE ~3e-7, under the 5e-5 the GPU had before its activations were quantized as the CPU's) |
 //! | gpu-softmax-unshifted | synthetic Qwen3 with scores of ~181 (synth-qwen3-bigscores), gpu | taps, layer 0 kqv_out (NaN: exp(s) overflows) |
 //! | hybrid-handoff | SmolLM2, hybrid:2 | taps, layer 2 attn_norm |
@@ -219,6 +220,18 @@ pub fn table() -> Vec<Mutant> {
         Mutant {
             layout: Some(engine::vulkan::KernelLayout::Gpu),
             ..m("gpu-ffn-bind", &[SHORT], &[gpu], false, &["greedy"], None)
+        },
+        // And the attention's output projection in its epilogue.
+        Mutant {
+            layout: Some(engine::vulkan::KernelLayout::Gpu),
+            ..m(
+                "gpu-oproj-residual",
+                &[SHORT],
+                &[gpu],
+                false,
+                &["greedy"],
+                None,
+            )
         },
         // Harmless while scores are small: only the model with large
         // attention scores shows it (NaN from inf / inf).

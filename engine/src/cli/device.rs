@@ -67,7 +67,7 @@ pub struct DeviceArgs {
     #[arg(long = "record-every-step")]
     pub record_every_step: bool,
     /// Turn decode fusions of the GPU kernels off, for comparing their
-    /// cost (a comma-separated list of matvec, qkv, ffn, subgroups; the
+    /// cost (a comma-separated list of matvec, qkv, ffn, oproj, subgroups; the
     /// results are the same bits).
     #[arg(long = "unfuse", value_name = "LIST", value_parser = unfused)]
     pub unfuse: Option<Unfused>,

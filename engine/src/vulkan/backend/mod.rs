@@ -31,6 +31,7 @@ mod buffers;
 mod cmd;
 pub mod hazard;
 mod op_attention;
+mod op_attention_oproj;
 mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
@@ -211,8 +212,12 @@ pub struct VulkanBackend {
     /// its down projection with the add are one dispatch
     /// (`op_matvec_ffn.rs`; with `fuse_matvecs`).
     fuse_ffn: bool,
-    /// The feed-forward block's partials (`op_matvec_ffn.rs`): slot and
-    /// bytes.
+    /// Whether a decode attention and the output projection with its add
+    /// after it are one dispatch (`op_attention_oproj.rs`; with
+    /// `fuse_matvecs`).
+    fuse_oproj: bool,
+    /// The block terms of the feed-forward block and of the attention's
+    /// output projection (`op_matvec_ffn.rs`): slot and bytes.
     ffn_partials: Option<(u32, u64)>,
     /// Whether the fused matvecs run their `_sg` twins, whose reductions
     /// end in subgroup shuffles (`op_matvec_fused.rs`; where the device
@@ -248,6 +253,7 @@ impl VulkanBackend {
         b.set_matvec_fusion(!u.matvec);
         b.set_matvec_merge(!u.qkv);
         b.set_ffn_fusion(!u.ffn);
+        b.set_oproj_fusion(!u.oproj);
         if u.subgroups {
             b.set_matvec_subgroups(false);
         }
@@ -299,6 +305,7 @@ impl VulkanBackend {
             merge_matvecs: true,
             matvec_subgroups,
             fuse_ffn: true,
+            fuse_oproj: true,
             ffn_partials: None,
             integer_dot,
             attention_rows: true,
@@ -360,6 +367,14 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_ffn_fusion(&mut self, on: bool) {
         self.fuse_ffn = on;
+    }
+
+    /// Turns the decode attention's output-projection epilogue
+    /// (`op_attention_oproj.rs`) on (the default) or off, the other
+    /// fusions as they are; the same bits (tests compare the two).
+    #[doc(hidden)]
+    pub fn set_oproj_fusion(&mut self, on: bool) {
+        self.fuse_oproj = on;
     }
 
     /// Turns the subgroup-shuffle twins of the fused decode matvecs

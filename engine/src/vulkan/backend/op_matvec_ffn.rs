@@ -152,10 +152,11 @@ pub(super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
     true
 }
 
-/// The down projection's block terms: `bytes` of the backend's partials
-/// buffer (made, or made larger, when a block needs more; never filled:
-/// every term is written before it is read).
-fn partials(b: &mut VulkanBackend, bytes: u64) -> Option<Bind> {
+/// Block terms: `bytes` of the backend's partials buffer, which this
+/// block and the attention's output projection (`op_attention_oproj.rs`)
+/// share (made, or made larger, when one needs more; never filled: every
+/// term is written before it is read).
+pub(super) fn partials(b: &mut VulkanBackend, bytes: u64) -> Option<Bind> {
     let slot = match b.ffn_partials {
         Some((slot, have)) if have >= bytes => slot,
         _ => match b.new_buffer("feed-forward partials", bytes, false, false) {

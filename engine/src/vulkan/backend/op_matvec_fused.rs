@@ -394,8 +394,11 @@ pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
     b.cmds.pop();
     b.dispatch_bytes(shader, &binds, push, groups);
-    // A feed-forward block's down projection: with its gate / up / unit.
-    super::op_matvec_ffn::ffn_into_matvecs(b);
+    // A feed-forward block's down projection: with its gate / up / unit;
+    // an attention's output projection: into the attention.
+    if !super::op_matvec_ffn::ffn_into_matvecs(b) {
+        super::op_attention_oproj::oproj_into_attention(b);
+    }
     true
 }
 

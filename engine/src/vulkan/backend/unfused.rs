@@ -16,12 +16,15 @@ pub struct Unfused {
     pub qkv: bool,
     /// `ffn`: a feed-forward block in one dispatch (`op_matvec_ffn.rs`).
     pub ffn: bool,
+    /// `oproj`: the attention's output projection in the attention's
+    /// dispatch (`op_attention_oproj.rs`).
+    pub oproj: bool,
     /// `subgroups`: the fused matvecs' subgroup-shuffle twins.
     pub subgroups: bool,
 }
 
 /// The names `--unfuse` takes.
-pub const NAMES: &str = "matvec, qkv, ffn, subgroups";
+pub const NAMES: &str = "matvec, qkv, ffn, oproj, subgroups";
 
 impl FromStr for Unfused {
     type Err = String;
@@ -34,6 +37,7 @@ impl FromStr for Unfused {
                 "matvec" => &mut u.matvec,
                 "qkv" => &mut u.qkv,
                 "ffn" => &mut u.ffn,
+                "oproj" => &mut u.oproj,
                 "subgroups" => &mut u.subgroups,
                 _ => return Err(format!("unknown fusion {name:?} (expected {NAMES})")),
             };
@@ -49,6 +53,7 @@ impl fmt::Display for Unfused {
             (self.matvec, "matvec"),
             (self.qkv, "qkv"),
             (self.ffn, "ffn"),
+            (self.oproj, "oproj"),
             (self.subgroups, "subgroups"),
         ];
         let names: Vec<&str> = on.iter().filter(|(b, _)| *b).map(|(_, n)| *n).collect();
@@ -73,7 +78,7 @@ mod tests {
         );
         assert_eq!(u.to_string(), "qkv,ffn");
         let all: Unfused = NAMES.parse().unwrap();
-        assert!(all.matvec && all.qkv && all.ffn && all.subgroups);
+        assert!(all.matvec && all.qkv && all.ffn && all.oproj && all.subgroups);
         let e = "ffn,rope".parse::<Unfused>().unwrap_err();
         assert!(e.contains("\"rope\""), "{e}");
     }

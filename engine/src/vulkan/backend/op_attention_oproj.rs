@@ -1,0 +1,180 @@
+//! Decode attention with the output projection after it and the
+//! projection's residual add in one dispatch (`shaders/attention.comp`
+//! OUT_PROJ, `by_type::ATTENTION_*_OPROJ`): where a one-row attention
+//! dispatch (plain or split-K) is followed at once by the fused projection
+//! of its output with the add (`Kind::QuantAdd`, a 32-element block type
+//! with Q8_0 or Q8_1 activations), the projection becomes the attention's
+//! epilogue, one dependent stage fewer per layer, with the same bits
+//! (tests: `engine/tests/vulkan_attention_oproj.rs`). A peephole at the
+//! add, like the other matvec fusions.
+//!
+//! Each head's writer (with split-K, the head's last run) writes its
+//! blocks' terms of every projected row to the partials buffer it shares
+//! with `op_matvec_ffn.rs`; the head that finishes last sums them (the
+//! shader's docs). Not while fault `gpu-softmax-unshifted` is injected
+//! (it swaps the attention kernel, which then runs as before). Fault
+//! `gpu-oproj-residual`: the add goes into the projection's output
+//! instead of the residual.
+
+use super::hazard::Access;
+use super::op_attention::AttnPush;
+use super::op_matmul::WeightPush;
+use super::op_matvec_ffn::partials;
+use super::op_matvec_fused::{
+    allowed, kind_of, overlaps, post_counter, read_u32, FusedPush, Kind, MatvecFusedPush,
+};
+use super::{Bind, VulkanBackend};
+use crate::fault;
+use crate::vulkan::{shaders, PushConstants, Shader};
+
+/// `OprojPush` of `shaders/attention.comp`: the projection's weight row
+/// bytes and rows, the element offsets of its output and of the residual.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OprojPush {
+    row_bytes: u32,
+    rows: u32,
+    out_offset: u32,
+    res_offset: u32,
+}
+
+// SAFETY: repr(C), four 32-bit scalar fields: no padding.
+unsafe impl PushConstants for OprojPush {}
+
+const ATTN_BYTES: usize = std::mem::size_of::<AttnPush>();
+/// The split-K variants' two words after `AttnPush`.
+const SPLIT_BYTES: usize = 8;
+const OPROJ_BYTES: usize = std::mem::size_of::<OprojPush>();
+const _: () = assert!(OPROJ_BYTES == 16);
+const _: () = {
+    use shaders::by_type as t;
+    let all = [
+        (t::ATTENTION_F32_OPROJ, false),
+        (t::ATTENTION_F16_OPROJ, false),
+        (t::ATTENTION_F32_SPLIT_OPROJ, true),
+        (t::ATTENTION_F16_SPLIT_OPROJ, true),
+    ];
+    let mut i = 0;
+    while i < all.len() {
+        let (family, split) = all[i];
+        let mut t = 0;
+        while t < family.len() {
+            if let Some(s) = family[t] {
+                let split_bytes = if split { SPLIT_BYTES } else { 0 };
+                assert!(s.push_constant_size as usize == ATTN_BYTES + split_bytes + OPROJ_BYTES);
+                assert!(s.bindings.len() == if split { 11 } else { 10 });
+            }
+            t += 1;
+        }
+        i += 1;
+    }
+};
+
+/// The epilogue variant of attention shader `s` for weight-type index
+/// `t`, and whether it is split-K; `None` for other shaders and types.
+fn variant(s: &Shader, t: usize) -> Option<(&'static Shader, bool)> {
+    use shaders::by_type as ty;
+    let (family, split) = [
+        (&shaders::ATTENTION_F32, ty::ATTENTION_F32_OPROJ, false),
+        (&shaders::ATTENTION_F16, ty::ATTENTION_F16_OPROJ, false),
+        (
+            &shaders::ATTENTION_F32_SPLIT,
+            ty::ATTENTION_F32_SPLIT_OPROJ,
+            true,
+        ),
+        (
+            &shaders::ATTENTION_F16_SPLIT,
+            ty::ATTENTION_F16_SPLIT_OPROJ,
+            true,
+        ),
+    ]
+    .into_iter()
+    .find(|(plain, _, _)| plain.index == s.index)
+    .map(|(_, family, split)| (family, split))?;
+    Some((family.get(t).copied().flatten()?, split))
+}
+
+/// Records the attention dispatch and the output projection with its add
+/// recorded right after it as one dispatch, when they are a decode
+/// step's (see the module docs). Called right after the add fused into
+/// the projection. Returns whether it did.
+pub(super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
+    if !allowed(b) || !b.fuse_oproj {
+        return false;
+    }
+    let (Some(att), Some(mv)) = (b.dispatch_back(1), b.last_dispatch()) else {
+        return false;
+    };
+    let Some((Kind::QuantAdd, t)) = kind_of(mv.shader) else {
+        return false;
+    };
+    let Some((shader, split)) = variant(att.shader, t) else {
+        return false;
+    };
+    let a = |at: usize| read_u32(att.push, at);
+    let n_head = a(std::mem::offset_of!(AttnPush, n_head));
+    let dv = a(std::mem::offset_of!(AttnPush, head_dim_v));
+    let n_rows = a(std::mem::offset_of!(AttnPush, n_rows));
+    let att_out_offset = a(std::mem::offset_of!(AttnPush, out_offset));
+    let w_at = std::mem::offset_of!(MatvecFusedPush, w);
+    let f_at = std::mem::offset_of!(MatvecFusedPush, f);
+    let mw = |at: usize| read_u32(mv.push, w_at + at);
+    let mf = |at: usize| read_u32(mv.push, f_at + at);
+    let rows = mw(std::mem::offset_of!(WeightPush, rows));
+    // Attention bindings: q, K, V, out, step (split-K: q, K, V, the
+    // partials, step, out). Projection: weight, input, out, residual.
+    let ab: Vec<Bind> = att.access.iter().map(Access::bind).collect();
+    let pb: Vec<Bind> = mv.access.iter().map(Access::bind).collect();
+    let att_out = if split { &ab[5] } else { &ab[3] };
+    let fits = n_rows == 1
+        && dv > 0
+        && dv.is_multiple_of(32)
+        && mw(std::mem::offset_of!(WeightPush, n_in)) == n_head * dv
+        && mw(std::mem::offset_of!(WeightPush, col0)) == 0
+        && rows == mw(std::mem::offset_of!(WeightPush, n_out));
+    let reads_out =
+        pb[1] == *att_out && mf(std::mem::offset_of!(FusedPush, src_offset)) == att_out_offset;
+    // The projection's output and the residual apart from each other and
+    // from everything the attention touches and the weight.
+    let (out, res) = (&pb[2], &pb[3]);
+    let apart = !overlaps(out, res)
+        && ab
+            .iter()
+            .chain([&pb[0]])
+            .all(|x| !overlaps(x, out) && !overlaps(x, res));
+    if !fits || !reads_out || !apart {
+        return false;
+    }
+    let part_bytes = u64::from(n_head * dv / 32) * u64::from(rows) * 4;
+    let mut push = att.push.to_vec();
+    let oproj = OprojPush {
+        row_bytes: mw(std::mem::offset_of!(WeightPush, row_bytes)),
+        rows,
+        out_offset: mw(std::mem::offset_of!(WeightPush, out_offset)),
+        res_offset: mf(std::mem::offset_of!(FusedPush, res_offset)),
+    };
+    let mut binds = ab;
+    binds.extend([pb[0].clone(), pb[2].clone(), pb[3].clone()]);
+    let oproj = if fault::active("gpu-oproj-residual") {
+        // The add goes into the projection's own output, whose binding
+        // stands where the residual's does.
+        let last = binds.len() - 1;
+        binds[last] = pb[2].clone();
+        OprojPush {
+            res_offset: oproj.out_offset,
+            ..oproj
+        }
+    } else {
+        oproj
+    };
+    push.extend_from_slice(oproj.as_bytes());
+    let groups = att.groups;
+    b.cmds.truncate(b.cmds.len() - 2);
+    // After the two are taken off: making a buffer may record its fill.
+    let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
+        return true; // the backend's error is set
+    };
+    binds.extend([part, cnt]);
+    b.dispatch_bytes(shader, &binds, push, groups);
+    true
+}
