@@ -150,8 +150,7 @@ shared uint SA[WG * ACC / 32u * 9u];
 #define QSTORE(w, v) SA[w] = (v)
 #include "quant_row.glsl"
 shared bool last_head;
-// Lanes per row of matvec.comp's 32-element block types (ROWS_PER_WG 8).
-#define TPR 16u
+#include "terms.glsl"
 
 // The projection of the head's output, hv[0..dv] (written before a
 // barrier): its terms, the count, and by the last head the rows. Every
@@ -183,22 +182,10 @@ void out_proj(uint h, uint tid, uint dv) {
     }
     memoryBarrierBuffer();
     for (uint row = tid; row < op.rows; row += WG) {
-        float v[TPR];
-        for (uint l = 0u; l < TPR; l++) {
-            float x = 0.0;
-            for (uint blk = l; blk < n_blocks; blk += TPR) {
-                x += PART[blk * op.rows + row];
-            }
-            v[l] = x;
-        }
-        for (uint w = TPR / 2u; w > 0u; w >>= 1) {
-            for (uint l = 0u; l < w; l++) {
-                v[l] += v[l + w];
-            }
-        }
-        PO[op.out_offset + row] = v[0];
+        float y = terms_sum(row, op.rows, n_blocks);
+        PO[op.out_offset + row] = y;
         uint ri = op.res_offset + row;
-        R[ri] = R[ri] + v[0];
+        R[ri] = R[ri] + y;
     }
     if (tid == 0u) {
         CNT[0] = 0u; // for the next dispatch

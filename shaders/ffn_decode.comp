@@ -34,8 +34,6 @@
 #define WG 128u
 layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
-// Lanes per row of matvec.comp's 32-element block types (ROWS_PER_WG 8).
-#define TPR 16u
 // Unit elements per workgroup: one activation block.
 #define UB 32u
 
@@ -73,6 +71,9 @@ layout(set = 0, binding = 9, std430) buffer Rt { float R[]; };
 layout(set = 0, binding = 10, std430) coherent buffer Pt { float PART[]; };
 // The count of workgroups done (word 0; zero between dispatches).
 layout(set = 0, binding = 11, std430) coherent buffer Ct { uint CNT[]; };
+#include "terms.glsl"
+// Lanes per row of matvec.comp's 32-element block types.
+#define TPR TERM_LANES
 
 // The weight the blocks are read from: 0 gate, 1 up, 2 down.
 uint wsel = 0u;
@@ -105,16 +106,6 @@ shared uint SA[(MAX_K / 32u + 1u) * 9u];
 shared float lane_sums[2u * UB * TPR];
 shared float row_sums[2u * UB];
 shared bool last_wg;
-
-// A row's sum from its TPR lane sums, as matvec.comp's tree adds them.
-float tree(inout float v[TPR]) {
-    for (uint s = TPR / 2u; s > 0u; s >>= 1) {
-        for (uint l = 0u; l < s; l++) {
-            v[l] += v[l + s];
-        }
-    }
-    return v[0];
-}
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
@@ -162,7 +153,7 @@ void main() {
         for (uint l = 0u; l < TPR; l++) {
             v[l] = lane_sums[tid * TPR + l];
         }
-        row_sums[tid] = tree(v);
+        row_sums[tid] = lane_tree(v);
     }
     barrier();
     // The unit (as PAIR_GLU writes it), into row_vals for its block.
@@ -179,8 +170,7 @@ void main() {
     quant_row(tid, UB, qb);
     barrier();
 
-    // This block's term of every down row (a term alone: 0 + term, as a
-    // lane's first block is added).
+    // This block's term of every down row (common/terms.glsl).
     wsel = 2u;
     uint ab[1];
     ab[0] = qb;
@@ -192,7 +182,7 @@ void main() {
     }
 
     // The last workgroup sums the terms (made visible before each count,
-    // read after the last) as matvec.comp's lanes and tree would.
+    // read after the last) in matvec.comp's order (common/terms.glsl).
     memoryBarrierBuffer();
     barrier();
     if (tid == 0u) {
@@ -202,15 +192,7 @@ void main() {
     if (last_wg) {
         memoryBarrierBuffer();
         for (uint row = tid; row < d.down_rows; row += WG) {
-            float v[TPR];
-            for (uint l = 0u; l < TPR; l++) {
-                float acc = 0.0;
-                for (uint blk = l; blk < n_groups; blk += TPR) {
-                    acc += PART[blk * d.down_rows + row];
-                }
-                v[l] = acc;
-            }
-            float y = tree(v);
+            float y = terms_sum(row, d.down_rows, n_groups);
             O3[d.down_out_offset + row] = y;
             uint ri = d.res_offset + row;
             R[ri] = R[ri] + y;
