@@ -7,6 +7,8 @@
 //!   llama.cpp needed).
 //! - `mutants` (feature `fault-injection`): every engine fault, detected
 //!   where expected (`harness mutants`).
+//! - [`structure`]: the repository's structure checks (module cycles, file
+//!   sizes, README length, doc links; `harness structure`).
 //! - `capture` (feature `llama-cpp`): produces reference data with llama.cpp.
 
 #[cfg(feature = "llama-cpp")]
@@ -16,3 +18,4 @@ pub mod metrics;
 #[cfg(feature = "fault-injection")]
 pub mod mutants;
 pub mod reference;
+pub mod structure;

@@ -10,6 +10,7 @@ mod cmd;
 use cmd::calibrate::{calibrate, CalibrateArgs};
 use cmd::capture::{capture, capture_sampling, CaptureArgs, CaptureSamplingArgs};
 use cmd::corpus::{corpus_import, CorpusImportArgs};
+use cmd::structure::{structure, StructureArgs};
 
 /// Every allocation goes through the budgeted allocator, so that a chat
 /// template from a model file renders within a memory budget
@@ -72,6 +73,11 @@ enum Command {
     /// `--kl-divergence-base` file, and rebuild DIR/manifest.json; compare
     /// then runs the corpus as an item per path. No llama.cpp needed.
     CorpusImport(CorpusImportArgs),
+    /// Check the repository's structure from its source text: no module
+    /// cycle in a crate, no source file over 600 lines of code, README.md
+    /// at most 200 lines, every relative link of README.md and docs/*.md
+    /// resolving. Exits 1 naming each offending cycle, file or link.
+    Structure(StructureArgs),
     /// Rebuild DIR/manifest.json (file sizes and SHA-256) from what DIR
     /// holds, e.g. after re-rendering the chat templates. No llama.cpp.
     Manifest {
@@ -262,6 +268,7 @@ fn main() -> ExitCode {
         Command::Manifest { dir } => manifest(dir),
         Command::Calibrate(args) => calibrate(args),
         Command::CorpusImport(args) => corpus_import(args),
+        Command::Structure(args) => structure(args),
     }
 }
 

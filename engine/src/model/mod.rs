@@ -3,6 +3,7 @@
 //! [`crate::ops::Ops`] that every architecture runs ([`forward`]).
 
 mod error;
+mod experts;
 pub mod forward;
 mod head;
 pub mod hparams;

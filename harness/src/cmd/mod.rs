@@ -3,6 +3,7 @@
 pub mod calibrate;
 pub mod capture;
 pub mod corpus;
+pub mod structure;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
