@@ -3,7 +3,6 @@
 //! [`crate::ops::Ops`] that every architecture runs ([`forward`]).
 
 mod error;
-mod experts;
 pub mod forward;
 mod head;
 pub mod hparams;

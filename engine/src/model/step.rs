@@ -4,7 +4,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use super::experts::Experts;
+use super::moe::{self, ExpertRunner, Experts};
 use super::scratch::Scratch;
 use crate::ops::{Act, BackendError, Ops};
 use crate::placement::{Devices, Stage};
@@ -85,18 +85,6 @@ impl<'a> Step<'a> {
     }
 }
 
-/// What computes the expert products of a layer whose experts are not
-/// (all) where the layer runs: the expert slot cache of `--moe-cache`,
-/// owned by the session and lent to the forward pass ([`super::Step`]).
-/// [`Cx::lent_experts`] hands it the layer's [`Experts`] in place of
-/// [`super::moe::experts`].
-pub trait ExpertRunner: Send {
-    /// The expert products of `e` into `e.out` (`[n, k · n_embd]`, before
-    /// weighting), tapping `ffn_moe_up`, `ffn_moe_gate`, the activation and
-    /// `ffn_moe_down` as [`super::moe::experts`] does.
-    fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError>;
-}
-
 /// One stage's ops (through `Deref` to [`Ops`]) and its tap hook.
 pub struct Cx<'s, 'a> {
     ops: &'s mut dyn Ops,
@@ -108,15 +96,19 @@ pub struct Cx<'s, 'a> {
 }
 
 impl Cx<'_, '_> {
-    /// The expert products of a mixture-of-experts layer by the layer's
-    /// [`ExpertRunner`] when it has one (an expert slot cache: the cached
-    /// experts here, the others on the host); None when it has none, and
-    /// the experts run where the layer does ([`super::moe::experts`]).
-    pub fn lent_experts(&mut self, e: &Experts) -> Option<Result<(), BackendError>> {
-        let r = self.runner.take()?;
-        let out = r.run(self, e);
-        self.runner = Some(r);
-        Some(out)
+    /// The expert products of a mixture-of-experts layer: on this device
+    /// ([`moe::experts`]), or by the layer's [`ExpertRunner`] when it has
+    /// one (an expert slot cache: the cached experts here, the others on
+    /// the host). The one place a layer's experts may run on two devices.
+    pub fn experts(&mut self, e: &Experts) -> Result<(), BackendError> {
+        match self.runner.take() {
+            None => moe::experts(self, e),
+            Some(r) => {
+                let out = r.run(self, e);
+                self.runner = Some(r);
+                out
+            }
+        }
     }
 
     /// Whether the sink wants `name` at this layer.
