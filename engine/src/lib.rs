@@ -2,7 +2,6 @@
 
 pub mod bounded;
 pub mod chat;
-pub mod cli;
 pub mod cpu;
 pub mod expert_cache;
 pub mod fault;

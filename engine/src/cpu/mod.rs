@@ -67,7 +67,8 @@ mod rope;
 pub use argsort::argsort_desc;
 pub use attention::attention;
 pub use backend::CpuBackend;
-pub use elementwise::{binary, gelu_tanh, glu, glu_rows, silu, unary};
+pub use elementwise::{binary, gelu_tanh, glu, glu_rows, unary};
+pub use ggml::silu;
 pub use kv::KvStore;
 pub use moe::{
     matmul_id, mul_groups, normalize_rows, softmax, softmax_rows, sum_groups, top_k, MIN_ROW_SUM,
