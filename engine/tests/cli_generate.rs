@@ -349,7 +349,7 @@ fn bad_input_is_a_one_line_error() {
         "has none",
     );
     // Values clap refuses: exit code 2 (`-t 0` is llama.cpp's "all
-    // cores", as no -t: engine/src/cli/llama_flags).
+    // cores", as no -t: engine/src/bin/sharpi/llama_flags).
     assert_one_line_error(&sharpi(&["-m", &m, "-p", "hi", "-t", "x"]), 2, "--threads");
     assert_one_line_error(
         &sharpi(&["-m", &m, "-p", "hi", "--kv-type", "q8"]),

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::CliError;
-use engine::cpu::CpuNumerics;
 use engine::expert_cache::CacheSize;
 use engine::model::Model;
+use engine::numerics::CpuNumerics;
 use engine::placement::Side;
 use engine::session::{Session, SessionConfig};
 use engine::setup::{GpuLayers, GpuRequest};
