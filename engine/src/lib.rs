@@ -2,7 +2,6 @@
 
 pub mod bounded;
 pub mod chat;
-pub mod cli;
 pub mod cpu;
 pub mod expert_cache;
 pub mod fault;
@@ -10,6 +9,7 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod host_memory;
 pub mod model;
+pub mod numerics;
 pub mod ops;
 pub mod perplexity;
 pub mod placement;

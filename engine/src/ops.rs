@@ -40,10 +40,9 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::cpu::CpuNumerics;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::threads::Threads;
+use crate::numerics::CpuNumerics;
 
 /// An activation: a view of rows of a backend-owned f32 buffer.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -463,6 +462,22 @@ pub enum BackendError {
     Device { backend: String, message: String },
 }
 
+/// A host worker team (the CPU backend's threads), entered around a
+/// whole step: the ops run inside it find it without entering it again.
+pub trait Workers: Send + Sync {
+    /// Runs `step` on the calling thread with the team entered.
+    fn enter(&self, step: &mut dyn FnMut());
+}
+
+impl dyn Workers {
+    /// Runs `f` with the team entered and returns its result.
+    pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
+        let (mut f, mut r) = (Some(f), None);
+        self.enter(&mut || r = f.take().map(|f| f()));
+        r.expect("Workers::enter runs its step")
+    }
+}
+
 /// The operations a backend provides. Object safe: a
 /// [`crate::placement::Devices`] holds `Box<dyn Ops>`.
 ///
@@ -474,11 +489,19 @@ pub trait Ops: Send {
     /// A short name for messages ("cpu (2 threads)").
     fn name(&self) -> String;
 
-    /// The CPU worker team this backend's ops run on, if it has one. A
-    /// forward pass installs it ([`Threads::install`] around the whole
-    /// step), so that the ops that split their work without being handed
-    /// the team find it.
-    fn worker_pool(&self) -> Option<Arc<Threads>> {
+    /// The host worker team this backend's ops run on, if it has one (the
+    /// CPU backend's threads). A forward pass enters it once around the
+    /// whole step ([`Workers::install`]), so that the ops that split their
+    /// work without being handed the team find it.
+    fn workers(&self) -> Option<Arc<dyn Workers>> {
+        None
+    }
+
+    /// A new, empty backend of this one's kind on the same host worker
+    /// team, for host work beside this backend's (the expert cache's
+    /// missed experts run on the CPU layers' threads); `None` for a
+    /// backend without host workers.
+    fn host_sibling(&self) -> Option<Box<dyn Ops>> {
         None
     }
 

@@ -4,15 +4,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::cpu::CpuNumerics;
-use crate::expert_cache::{CacheBufs, LayerCache, LayerStats};
+use crate::expert_cache::{CacheBufs, HostDevice, LayerCache, LayerStats};
 use crate::model::{
     ExpertRunner, HeadOut, Hparams, Model, ModelWeights, RoleMap, Scratch, Step, HEAD_BLOCK,
 };
+use crate::numerics::CpuNumerics;
 use crate::ops::{Act, BackendError, Kv, KvType, Weight, WeightSource};
 use crate::placement::{Devices, Stage};
 use crate::setup::{open_devices, GpuRequest, Plan};
-use crate::threads::Threads;
 use crate::trace::TraceSink;
 
 /// How a session is set up.
@@ -324,7 +323,7 @@ impl Session {
             self.all_logits.resize((tokens.len() - k) * n_vocab, 0.0);
         }
         let n_chunks = tokens.len().div_ceil(self.n_batch);
-        let pool = self.devices.worker_pool();
+        let pool = self.devices.workers();
         let mut pos = self.pos;
         for (c, chunk) in tokens.chunks(self.n_batch).enumerate() {
             // This chunk's rows are tokens[off..off + len].
@@ -356,7 +355,7 @@ impl Session {
             );
             let (weights, model, kv) = (&self.weights, &*self.model, &self.kv[..]);
             let run = || weights.forward(model, &mut step, kv, chunk, pos, out);
-            // One pool entry per step (see `Ops::worker_pool`).
+            // One pool entry per step (see `Ops::workers`).
             match &pool {
                 Some(p) => p.install(run)?,
                 None => run()?,
@@ -438,9 +437,9 @@ fn upload(model: &Model, devices: &mut Devices) -> Result<Uploaded, BackendError
 }
 
 /// The expert slot caches of the layers that have host experts, on the
-/// GPU, with one set of buffers for `n_batch` rows, and the host pool that
-/// multiplies the missed experts: the CPU backend's, or one of `threads`
-/// threads (0: one per core).
+/// GPU, with one set of buffers for `n_batch` rows, and the host device
+/// that multiplies the missed experts ([`HostDevice`]: on the CPU
+/// backend's threads, or on `threads` threads of its own, 0: one per core).
 fn expert_caches(
     devices: &mut Devices,
     host: HostExperts,
@@ -456,26 +455,21 @@ fn expert_caches(
     };
     let gpu = devices.device_of(Stage::Layer(l0));
     let bufs = CacheBufs::alloc(devices, gpu, hp, n_batch)?;
-    // The CPU layers' pool when there are any (they never run at the same
-    // time as a GPU layer's missed experts), else one of its own.
-    let pool = match devices.worker_pool() {
-        Some(p) => p,
-        None => {
-            let n = match threads {
-                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-                n => n,
-            };
-            Arc::new(Threads::new(n).map_err(|e| BackendError::Device {
-                backend: "cpu (experts)".into(),
-                message: e.to_string(),
-            })?)
-        }
-    };
+    let host_device = HostDevice::new(devices, hp, n_batch, threads)?;
     host.into_iter()
         .enumerate()
         .map(|(l, h)| {
-            h.map(|h| LayerCache::new(l, h, n_slots, devices.backend(gpu), bufs, Arc::clone(&pool)))
-                .transpose()
+            h.map(|h| {
+                LayerCache::new(
+                    l,
+                    h,
+                    n_slots,
+                    devices.backend(gpu),
+                    bufs,
+                    Arc::clone(&host_device),
+                )
+            })
+            .transpose()
         })
         .collect()
 }

@@ -6,6 +6,11 @@
 mod cli_support;
 #[path = "gguf_support/mod.rs"]
 mod gguf_support;
+/// The binary's llama-cli option table (free of the parser), read on its
+/// own: the binary's other modules are not a library.
+#[path = "../src/bin/sharpi/llama_flags/options.rs"]
+#[allow(dead_code)]
+mod llama_options;
 
 #[path = "cli_broken_pipe.rs"]
 mod cli_broken_pipe;

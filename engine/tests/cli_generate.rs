@@ -10,7 +10,7 @@ use std::process::Output;
 
 use crate::cli_support::{greedy, path, sharpi, sharpi_env, stdout};
 use engine::gguf::{GgufWriter, Value};
-use gguf_support::{model_path, GEMMA3, SMOLLM2};
+use gguf_support::{GEMMA3, SMOLLM2};
 
 /// The array `v[key]` of numbers (token ids).
 fn ids(v: &serde_json::Value, key: &str) -> Vec<u64> {
@@ -349,7 +349,7 @@ fn bad_input_is_a_one_line_error() {
         "has none",
     );
     // Values clap refuses: exit code 2 (`-t 0` is llama.cpp's "all
-    // cores", as no -t: engine/src/cli/llama_flags).
+    // cores", as no -t: engine/src/bin/sharpi/llama_flags).
     assert_one_line_error(&sharpi(&["-m", &m, "-p", "hi", "-t", "x"]), 2, "--threads");
     assert_one_line_error(
         &sharpi(&["-m", &m, "-p", "hi", "--kv-type", "q8"]),
@@ -416,58 +416,6 @@ fn bench_prints_llama_bench_tables() {
     assert!(csv.starts_with(
         "model_filename,backends,n_threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n"
     ));
-}
-
-#[test]
-fn chat_prompt_starts_with_one_bos() {
-    use engine::chat::ChatTemplate;
-    use engine::cli::prompt;
-    use engine::gguf::GgufFile;
-    use engine::tokenizer::Tokenizer;
-    let req = |user, raw| prompt::Request {
-        user,
-        system: None,
-        raw,
-        parse_special: false,
-        n_ctx: 4096,
-    };
-    // Gemma's tokenizer adds a BOS (2); a Gemma-style template writes
-    // `bos_token` itself: the rendered one is dropped, as llama.cpp does.
-    let file = GgufFile::open(&model_path(GEMMA3)).unwrap();
-    let tok = Tokenizer::from_gguf(&file).unwrap();
-    assert!(tok.add_bos());
-    let src = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n\
-               {{ m.content }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n";
-    let t = ChatTemplate::new(src, "<bos>", "<eos>").unwrap();
-    let p = prompt::build(&tok, Some(&t), &req("Hi", false)).unwrap();
-    assert!(p.chat);
-    assert_eq!(p.tokens[0], 2);
-    assert_ne!(p.tokens[1], 2);
-    assert!(
-        p.text.starts_with("<start_of_turn>user\nHi"),
-        "{:?}",
-        p.text
-    );
-    // Special-token texts in the template are parsed: <end_of_turn> is 106.
-    assert!(p.tokens.contains(&106));
-    // Raw: the same text stays text.
-    let raw = prompt::build(&tok, Some(&t), &req("<end_of_turn>", true)).unwrap();
-    assert!(!raw.chat);
-    assert_eq!(raw.tokens[0], 2);
-    assert!(!raw.tokens.contains(&106));
-
-    // SmolLM2 adds no BOS: a template's BOS text is kept, as a token.
-    let file = GgufFile::open(&model_path(SMOLLM2)).unwrap();
-    let tok = Tokenizer::from_gguf(&file).unwrap();
-    assert!(!tok.add_bos());
-    let bos = tok.token_text(tok.bos().unwrap()).unwrap().to_string();
-    let t = ChatTemplate::new("{{ bos_token }}{{ messages[0].content }}", &bos, "").unwrap();
-    let p = prompt::build(&tok, Some(&t), &req("Hi", false)).unwrap();
-    assert_eq!(p.tokens[0], tok.bos().unwrap());
-    assert_eq!(
-        p.tokens.iter().filter(|&&t| Some(t) == tok.bos()).count(),
-        1
-    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! llama.cpp's llama-cli flags on `sharpi`'s command line: the table in
-//! engine/src/cli/llama_flags/ holds every option of the list
+//! engine/src/bin/sharpi/llama_flags/ holds every option of the list
 //! engine/tests/data/llama-cli-flags.txt (scripts/llama-cli-flags, from the
 //! vendored llama.cpp), docs/llama-cli-flags.md is rendered from it, and
 //! every spelling run through the real binary is either taken by clap or
@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::process::Output;
 
 use crate::cli_support::{repo, sharpi};
-use engine::cli::llama_flags::{self, Status, OPTIONS};
+use crate::llama_options::{self as llama_flags, Status, OPTIONS};
 use gguf_support::{model_path, SMOLLM2};
 
 /// The data file's options: spellings -> value count.

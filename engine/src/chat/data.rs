@@ -93,14 +93,14 @@ impl Guarded {
     }
 
     /// Drops `prefix` from the start of the render, if it is there.
-    pub(crate) fn strip_prefix(&mut self, prefix: &str) {
+    pub fn strip_prefix(&mut self, prefix: &str) {
         if !prefix.is_empty() && self.rendered.starts_with(prefix) {
             self.rendered.drain(..prefix.len());
         }
     }
 
     /// Drops `suffix` from the end of the render, if it is there.
-    pub(crate) fn strip_suffix(&mut self, suffix: &str) {
+    pub fn strip_suffix(&mut self, suffix: &str) {
         if !suffix.is_empty() && self.rendered.ends_with(suffix) {
             self.rendered.truncate(self.rendered.len() - suffix.len());
         }

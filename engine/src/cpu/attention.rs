@@ -127,7 +127,7 @@ pub fn attention(
                 let vis = first - a0..pos + 1 - a0;
                 let s = &mut scores[vis.clone()];
                 ggml::dots(level, kq_dot, qh, kv.k_run(first, n, g * dk, dk), s);
-                scale_and_cap(s, p);
+                attn_kernels::scale_and_cap(s, p);
                 let max = attn_kernels::max(level, s);
                 let inv = (1.0 / ggml::soft_max(level, scores, max)) as f32;
                 let s = &mut scores[vis];
@@ -142,7 +142,7 @@ pub fn attention(
             scores.clear();
             scores.resize(n, 0.0);
             attn_kernels::scores(level, qh, kv.k_run(first, n, g * dk, dk), scores);
-            scale_and_cap(scores, p);
+            attn_kernels::scale_and_cap(scores, p);
             let max = attn_kernels::max(level, scores);
             for s in scores.iter_mut() {
                 *s = (*s - max).exp();
@@ -165,18 +165,6 @@ pub fn attention(
             attn_kernels::weighted_sum(level, scores, kv.v_run(first, n, g * dv, dv), o);
         },
     );
-}
-
-/// `s · scale`, soft-capped if asked.
-pub(super) fn scale_and_cap(scores: &mut [f32], p: &AttnParams) {
-    for s in scores.iter_mut() {
-        *s *= p.scale;
-    }
-    if let Some(cap) = p.softcap {
-        for s in scores.iter_mut() {
-            *s = (*s / cap).tanh() * cap;
-        }
-    }
 }
 
 /// Per-thread buffers of [`attention`].

@@ -8,6 +8,7 @@
 //! taken in consecutive runs of positions has the bits of one run
 //! (`ggml::weighted_add`): the same bits as row by row.
 
+use super::attn_kernels;
 use super::ggml::{self, Dot, Lanes};
 use super::kv::{round_f16, KvStore};
 use super::parallel::for_chunks_init;
@@ -140,7 +141,7 @@ fn block(
     for r in rows.iter_mut() {
         let vis = r.first - r.a0..r.pos + 1 - r.a0;
         let s = &mut r.scores[vis.clone()];
-        super::attention::scale_and_cap(s, p);
+        attn_kernels::scale_and_cap(s, p);
         let max = super::attn_kernels::max(level, s);
         let inv = (1.0 / ggml::soft_max(level, &mut r.scores, max)) as f32;
         let s = &mut r.scores[vis];

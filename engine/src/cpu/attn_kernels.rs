@@ -22,9 +22,25 @@
 //!
 //! An F16 run is widened element by element (exact); the caller rounds the
 //! query and the probabilities to f16 where llama.cpp does.
+//!
+//! Scale and cap: the scores times the attention's scale, then soft-capped
+//! (`tanh(s / cap) · cap`) when it has a cap.
 
 use super::kv::{Row, Run};
+use crate::ops::AttnParams;
 use crate::simd::SimdLevel;
+
+/// `s · scale`, soft-capped if asked.
+pub(super) fn scale_and_cap(scores: &mut [f32], p: &AttnParams) {
+    for s in scores.iter_mut() {
+        *s *= p.scale;
+    }
+    if let Some(cap) = p.softcap {
+        for s in scores.iter_mut() {
+            *s = (*s / cap).tanh() * cap;
+        }
+    }
+}
 
 /// The scores of `q` `[len]` against every row of `k` into `out` `[count]`.
 ///

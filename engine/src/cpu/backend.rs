@@ -10,7 +10,7 @@ use super::{attention, elementwise, moe, norm, rope};
 use super::{embedding_row, matmul, matvec, CpuError, CpuNumerics, WeightView};
 use crate::ops::{
     Act, AttnParams, BackendError, BinaryOp, Kv, KvType, Ops, RopeParams, UnaryOp, Weight,
-    WeightSource,
+    WeightSource, Workers,
 };
 use crate::quant::{can_dequantize, dequantize_row};
 use crate::threads::Threads;
@@ -131,6 +131,13 @@ impl CpuBackend {
     }
 }
 
+/// The CPU device's threads as the op interface's worker team.
+impl Workers for Threads {
+    fn enter(&self, step: &mut dyn FnMut()) {
+        self.install(step);
+    }
+}
+
 /// The kernels' view of a weight: `n_out` rows of `n_in` elements.
 fn weight_view(src: &WeightSource) -> WeightView<'_> {
     WeightView::new(src.ty(), src.n_out(), src.n_in(), src.bytes())
@@ -142,8 +149,14 @@ impl Ops for CpuBackend {
         format!("cpu ({} threads)", self.threads())
     }
 
-    fn worker_pool(&self) -> Option<Arc<Threads>> {
-        Some(Arc::clone(&self.threads))
+    fn workers(&self) -> Option<Arc<dyn Workers>> {
+        Some(Arc::clone(&self.threads) as Arc<dyn Workers>)
+    }
+
+    fn host_sibling(&self) -> Option<Box<dyn Ops>> {
+        Some(Box::new(CpuBackend::with_threads(Arc::clone(
+            &self.threads,
+        ))))
     }
 
     fn set_cpu_numerics(&mut self, numerics: CpuNumerics) {

@@ -6,19 +6,14 @@ use std::sync::OnceLock;
 
 use half::f16;
 
+use super::ggml::{self, silu};
 use super::parallel::for_chunks;
-use super::{ggml, CpuNumerics};
+use super::CpuNumerics;
 use crate::ops::{BinaryOp, GluKind, UnaryOp};
 use crate::simd::SimdLevel;
 
 /// Elements per parallel chunk of an elementwise op.
 const CHUNK: usize = 4096;
-
-/// `x / (1 + e^-x)` (ggml's `ggml_silu_f32`).
-#[inline]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
 
 /// GELU, tanh approximation, in f32, as llama.cpp's x86 build computes
 /// ggml's `ggml_gelu_f32`: `0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x²)))`

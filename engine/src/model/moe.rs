@@ -16,6 +16,7 @@
 
 use super::hparams::MoeParams;
 use super::spec::Role;
+pub use super::step::{ExpertRunner, ExpertWeights, Experts};
 use super::{Cx, RoleMap, Scratch};
 use crate::fault;
 use crate::ops::{Act, BackendError, GluKind, Weight};
@@ -30,17 +31,6 @@ pub struct MoeWeights {
     experts: Option<ExpertWeights>,
 }
 
-/// The stacked expert matrices of one layer.
-#[derive(Clone, Copy, Debug)]
-pub struct ExpertWeights {
-    /// `[n_embd, n_ff_exp, n_expert]`
-    pub gate: Weight,
-    /// `[n_embd, n_ff_exp, n_expert]`
-    pub up: Weight,
-    /// `[n_ff_exp, n_embd, n_expert]`
-    pub down: Weight,
-}
-
 impl MoeWeights {
     pub fn new(t: &RoleMap<Weight>) -> MoeWeights {
         let e = [Role::FfnGateExps, Role::FfnUpExps, Role::FfnDownExps].map(|r| t.get_opt(r));
@@ -52,38 +42,6 @@ impl MoeWeights {
             },
         }
     }
-}
-
-/// The expert part of a layer: `ids`, `xb` in; `up`, `gate` scratch;
-/// `out` the experts' outputs before weighting.
-#[derive(Clone, Copy, Debug)]
-pub struct Experts {
-    /// `None`: held by the layer's [`ExpertRunner`].
-    pub w: Option<ExpertWeights>,
-    pub n_expert: usize,
-    pub kind: GluKind,
-    /// `[n, k]` expert ids (as f32)
-    pub ids: Act,
-    /// `[n, n_embd]`
-    pub xb: Act,
-    /// `[n, k · n_ff_exp]`
-    pub up: Act,
-    /// `[n, k · n_ff_exp]`, the activation after the GLU
-    pub gate: Act,
-    /// `[n, k · n_embd]`
-    pub out: Act,
-}
-
-/// What computes the expert products of a layer whose experts are not
-/// (all) where the layer runs: the expert slot cache of `--moe-cache`,
-/// owned by the session and lent to the forward pass ([`super::Step`]).
-/// [`Cx::experts`] hands it the layer's [`Experts`] in place of
-/// [`experts`].
-pub trait ExpertRunner: Send {
-    /// The expert products of `e` into `e.out` (`[n, k · n_embd]`, before
-    /// weighting), tapping `ffn_moe_up`, `ffn_moe_gate`, the activation and
-    /// `ffn_moe_down` as [`experts`] does.
-    fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError>;
 }
 
 /// The expert products where the layer's experts live: up, gate, GLU,
@@ -125,7 +83,7 @@ pub fn run(
         }
         cx.tap("ffn_moe_weights_norm", m.weights)?;
     }
-    cx.experts(&Experts {
+    let e = Experts {
         w: w.experts,
         n_expert: p.n_expert,
         kind,
@@ -134,7 +92,12 @@ pub fn run(
         up: s.up,
         gate: s.gate,
         out: m.experts,
-    })?;
+    };
+    // By the layer's runner when it has one, else here.
+    match cx.run_experts(&e) {
+        Some(out) => out?,
+        None => experts(cx, &e)?,
+    }
     cx.mul_groups(m.experts, m.weights);
     cx.tap("ffn_moe_weighted", m.experts)?;
     cx.sum_groups(m.experts, out);

@@ -4,9 +4,8 @@
 
 use std::ops::{Deref, DerefMut};
 
-use super::moe::{self, ExpertRunner, Experts};
 use super::scratch::Scratch;
-use crate::ops::{Act, BackendError, Ops};
+use crate::ops::{Act, BackendError, GluKind, Ops, Weight};
 use crate::placement::{Devices, Stage};
 use crate::trace::TraceSink;
 
@@ -85,6 +84,49 @@ impl<'a> Step<'a> {
     }
 }
 
+/// The stacked expert matrices of one layer.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpertWeights {
+    /// `[n_embd, n_ff_exp, n_expert]`
+    pub gate: Weight,
+    /// `[n_embd, n_ff_exp, n_expert]`
+    pub up: Weight,
+    /// `[n_ff_exp, n_embd, n_expert]`
+    pub down: Weight,
+}
+
+/// The expert part of a layer: `ids`, `xb` in; `up`, `gate` scratch;
+/// `out` the experts' outputs before weighting.
+#[derive(Clone, Copy, Debug)]
+pub struct Experts {
+    /// `None`: held by the layer's [`ExpertRunner`].
+    pub w: Option<ExpertWeights>,
+    pub n_expert: usize,
+    pub kind: GluKind,
+    /// `[n, k]` expert ids (as f32)
+    pub ids: Act,
+    /// `[n, n_embd]`
+    pub xb: Act,
+    /// `[n, k · n_ff_exp]`
+    pub up: Act,
+    /// `[n, k · n_ff_exp]`, the activation after the GLU
+    pub gate: Act,
+    /// `[n, k · n_embd]`
+    pub out: Act,
+}
+
+/// What computes the expert products of a layer whose experts are not
+/// (all) where the layer runs: the expert slot cache of `--moe-cache`,
+/// owned by the session and lent to the forward pass ([`Step`]).
+/// [`Cx::run_experts`] hands it the layer's [`Experts`] in place of
+/// [`super::moe::experts`].
+pub trait ExpertRunner: Send {
+    /// The expert products of `e` into `e.out` (`[n, k · n_embd]`, before
+    /// weighting), tapping `ffn_moe_up`, `ffn_moe_gate`, the activation and
+    /// `ffn_moe_down` as [`super::moe::experts`] does.
+    fn run(&mut self, cx: &mut Cx<'_, '_>, e: &Experts) -> Result<(), BackendError>;
+}
+
 /// One stage's ops (through `Deref` to [`Ops`]) and its tap hook.
 pub struct Cx<'s, 'a> {
     ops: &'s mut dyn Ops,
@@ -96,19 +138,16 @@ pub struct Cx<'s, 'a> {
 }
 
 impl Cx<'_, '_> {
-    /// The expert products of a mixture-of-experts layer: on this device
-    /// ([`moe::experts`]), or by the layer's [`ExpertRunner`] when it has
-    /// one (an expert slot cache: the cached experts here, the others on
-    /// the host). The one place a layer's experts may run on two devices.
-    pub fn experts(&mut self, e: &Experts) -> Result<(), BackendError> {
-        match self.runner.take() {
-            None => moe::experts(self, e),
-            Some(r) => {
-                let out = r.run(self, e);
-                self.runner = Some(r);
-                out
-            }
-        }
+    /// The expert products of a mixture-of-experts layer by the layer's
+    /// [`ExpertRunner`] when it has one (an expert slot cache: the cached
+    /// experts here, the others on the host), the one place a layer's
+    /// experts may run on two devices; `None`, running nothing, when the
+    /// experts are all here ([`super::moe::experts`] runs them).
+    pub fn run_experts(&mut self, e: &Experts) -> Option<Result<(), BackendError>> {
+        let r = self.runner.take()?;
+        let out = r.run(self, e);
+        self.runner = Some(r);
+        Some(out)
     }
 
     /// Whether the sink wants `name` at this layer.

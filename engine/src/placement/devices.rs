@@ -6,8 +6,7 @@ use std::sync::Arc;
 use super::{Placement, Stage};
 use crate::cpu::CpuBackend;
 use crate::fault;
-use crate::ops::{Act, BackendError, Ops};
-use crate::threads::Threads;
+use crate::ops::{Act, BackendError, Ops, Workers};
 
 /// The backends serving one model, the placement table, and one
 /// hidden-state buffer per device in use.
@@ -75,14 +74,23 @@ impl Devices {
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
-    /// The pool a forward pass runs in: that of the first device in use
-    /// that has one (see [`Ops::worker_pool`]). Backends on other pools
+    /// The worker team a forward pass runs in: that of the first device in
+    /// use that has one (see [`Ops::workers`]). Backends on other teams
     /// still work from inside it, through a hand-off per op.
-    pub fn worker_pool(&self) -> Option<Arc<Threads>> {
+    pub fn workers(&self) -> Option<Arc<dyn Workers>> {
         self.placement
             .devices_used()
             .into_iter()
-            .find_map(|d| self.backends[d].worker_pool())
+            .find_map(|d| self.backends[d].workers())
+    }
+
+    /// A new, empty backend on the host workers of the first device in use
+    /// that has them ([`Ops::host_sibling`]).
+    pub fn host_sibling(&self) -> Option<Box<dyn Ops>> {
+        self.placement
+            .devices_used()
+            .into_iter()
+            .find_map(|d| self.backends[d].host_sibling())
     }
 
     pub fn placement(&self) -> &Placement {

@@ -1,6 +1,7 @@
 //! [`Threads`]: the worker threads the CPU ops run on, and the kernel level
-//! they use. Shared by whatever runs host work (the CPU backend, the expert
-//! cache's host products), so that [`crate::ops`] names no backend.
+//! they use. A CPU device owns one (shared with a sibling device on the
+//! same host, [`crate::ops::Ops::host_sibling`]); the op interface sees it
+//! only as its [`crate::ops::Workers`].
 
 use std::cell::Cell;
 

@@ -30,7 +30,6 @@ mod x86;
 
 use crate::ggml_type::{weight_index, GgmlType, WEIGHT_TYPES};
 
-use super::act::vec_dot_type;
 use super::error::CpuError;
 use crate::simd::SimdLevel;
 
@@ -148,7 +147,7 @@ impl Kernels {
         if !level.is_supported() {
             return Err(CpuError::SimdUnsupported(level));
         }
-        let act = vec_dot_type(weight).ok_or(CpuError::NoKernels(weight))?;
+        let act = act_type(weight).ok_or(CpuError::NoKernels(weight))?;
         let dot = scalar_dot(weight).ok_or(CpuError::NoKernels(weight))?;
         let scalar = Kernels {
             weight,

@@ -19,9 +19,6 @@
 mod float;
 mod k;
 mod legacy;
-mod tiled;
-
-pub(super) use tiled::tiled_tile;
 
 use std::arch::x86_64::*;
 

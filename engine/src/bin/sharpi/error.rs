@@ -1,32 +1,15 @@
-//! The `sharpi` command line: argument parsing lives in the binary, each
-//! subcommand's work in a module here so it can be tested without a process.
+//! [`CliError`]: what ends a `sharpi` run, and how a parse error is
+//! printed.
 
-pub mod bench;
-pub mod chat;
-pub mod device;
-pub mod escape;
-pub mod generate;
-pub mod inspect;
-pub mod interrupt;
-pub mod list_devices;
-pub mod llama_flags;
-pub mod load;
-pub mod perplexity;
-pub mod prompt;
-pub mod quantize;
-pub mod synth;
-pub mod tokenize;
-
-use crate::chat::ChatError;
-use crate::gguf::{GgufError, GgufFile, WriteError};
-use crate::model::ModelError;
-use crate::quantize::QuantizeError;
-use crate::sampler::SamplerError;
-use crate::session::SessionError;
-use crate::synth::SynthError;
-use crate::tokenizer::TokenizerError;
+use engine::chat::ChatError;
+use engine::gguf::{GgufError, WriteError};
+use engine::model::ModelError;
+use engine::quantize::QuantizeError;
+use engine::sampler::SamplerError;
+use engine::session::SessionError;
+use engine::synth::SynthError;
+use engine::tokenizer::TokenizerError;
 use std::io;
-use std::path::Path;
 
 /// An error that ends a `sharpi` run: printed as one line, exit code 1.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +48,7 @@ pub enum CliError {
     Usage(String),
     /// `--list-devices` found no Vulkan loader, or the loader failed.
     #[error("listing Vulkan devices: {0}")]
-    ListDevices(crate::vulkan::VkError),
+    ListDevices(engine::vulkan::VkError),
 }
 
 impl CliError {
@@ -115,27 +98,4 @@ pub fn exit_for_parse_error(e: clap::Error, program: &str) -> std::process::Exit
             std::process::ExitCode::from(2)
         }
     }
-}
-
-/// Opens a GGUF file; a parse error is prefixed with the path.
-pub fn open_model(path: &Path) -> Result<GgufFile, CliError> {
-    GgufFile::open(path).map_err(|e| {
-        if e.is_io() {
-            CliError::Gguf(e)
-        } else {
-            CliError::Malformed {
-                path: path.display().to_string(),
-                source: e,
-            }
-        }
-    })
-}
-
-/// A rayon pool of `threads` threads (all cores when `None`).
-pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = threads {
-        b = b.num_threads(n);
-    }
-    Ok(b.build()?)
 }

@@ -1,16 +1,39 @@
-//! `sharpi`: the engine's command line, thin over the library.
+//! `sharpi`: the engine's command line, thin over the library. Argument
+//! parsing (clap) lives here, in the binary, each subcommand's work in a
+//! module of its own; a program that uses the engine as a library compiles
+//! none of it.
 
+mod args;
+mod bench;
+mod chat;
+mod decode;
+mod device;
+mod error;
+mod escape;
+mod generate;
+mod inspect;
+mod interrupt;
+mod list_devices;
+mod llama_flags;
+mod load;
+mod perplexity;
+mod prompt;
+mod quantize;
+mod synth;
+mod tokenize;
+
+use args::GenerateArgs;
+use bench::BenchArgs;
 use clap::{Parser, Subcommand};
-use engine::cli::bench::BenchArgs;
-use engine::cli::generate::GenerateArgs;
-use engine::cli::perplexity::PerplexityArgs;
-use engine::cli::synth::SynthArgs;
-use engine::cli::tokenize::TokenizeArgs;
-use engine::cli::{self, CliError};
+use engine::gguf::GgufFile;
 use engine::quantize::FileType;
+use error::{exit_for_parse_error, CliError};
+use perplexity::PerplexityArgs;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use synth::SynthArgs;
+use tokenize::TokenizeArgs;
 
 /// Every allocation goes through the budgeted allocator, so that a chat
 /// template from a model file renders within a memory budget
@@ -68,7 +91,7 @@ enum Command {
         ftype: FileType,
         /// Worker threads (default: all cores; at most 4 per core). The
         /// output does not depend on it.
-        #[arg(long, value_parser = cli::generate::threads)]
+        #[arg(long, value_parser = args::threads)]
         threads: Option<usize>,
     },
     /// Write a synthetic model, deterministic from a seed: drawn from
@@ -84,28 +107,28 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if cli.list_devices {
-        cli::list_devices::run(&mut out)?;
+        list_devices::run(&mut out)?;
         out.flush()?;
         return Ok(());
     }
     let Some(command) = cli.command else {
-        cli::generate::run(&cli.generate, &mut out)?;
+        generate::run(&cli.generate, &mut out)?;
         out.flush()?;
         return Ok(());
     };
     match command {
-        Command::Run(args) => cli::generate::run(&args, &mut out)?,
-        Command::Bench(args) => cli::bench::run(&args, &mut out)?,
-        Command::Perplexity(args) => cli::perplexity::run(&args, &mut out)?,
-        Command::Inspect { model, json } => cli::inspect::run(&model, json, &mut out)?,
+        Command::Run(args) => generate::run(&args, &mut out)?,
+        Command::Bench(args) => bench::run(&args, &mut out)?,
+        Command::Perplexity(args) => perplexity::run(&args, &mut out)?,
+        Command::Inspect { model, json } => inspect::run(&model, json, &mut out)?,
         Command::Quantize {
             input,
             output,
             ftype,
             threads,
-        } => cli::quantize::run(&input, &output, ftype, threads, &mut out)?,
-        Command::Synth(args) => cli::synth::run(&args, &mut out)?,
-        Command::Tokenize(args) => cli::tokenize::run(&args, &mut out)?,
+        } => quantize::run(&input, &output, ftype, threads, &mut out)?,
+        Command::Synth(args) => synth::run(&args, &mut out)?,
+        Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
     }
     out.flush()?;
     Ok(())
@@ -113,7 +136,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
 
 fn main() -> ExitCode {
     // llama-cli's flags: rewritten to sharpi's, or one line on what to use.
-    let args = match cli::llama_flags::translate(std::env::args_os().collect()) {
+    let args = match llama_flags::translate(std::env::args_os().collect()) {
         Ok(a) => a,
         Err(msg) => {
             eprintln!("sharpi: error: {msg}");
@@ -122,7 +145,7 @@ fn main() -> ExitCode {
     };
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
-        Err(e) => return cli::exit_for_parse_error(e, "sharpi"),
+        Err(e) => return exit_for_parse_error(e, "sharpi"),
     };
     let result = run(cli);
     if let Some(table) = engine::vulkan::profile::report() {
@@ -137,4 +160,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Opens a GGUF file; a parse error is prefixed with the path.
+fn open_model(path: &Path) -> Result<GgufFile, CliError> {
+    GgufFile::open(path).map_err(|e| {
+        if e.is_io() {
+            CliError::Gguf(e)
+        } else {
+            CliError::Malformed {
+                path: path.display().to_string(),
+                source: e,
+            }
+        }
+    })
+}
+
+/// A rayon pool of `threads` threads (all cores when `None`).
+fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        b = b.num_threads(n);
+    }
+    Ok(b.build()?)
 }

@@ -2,8 +2,8 @@
 //! tensor table, and totals per tensor type.
 
 use super::CliError;
-use crate::gguf::{GgufFile, TensorInfo, Value};
-use crate::GgmlType;
+use engine::gguf::{GgufFile, TensorInfo, Value};
+use engine::GgmlType;
 use serde_json::{json, Map};
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -26,12 +26,12 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 
+use super::args::{positive, threads, KvTypeArg};
 use super::device::DeviceArgs;
-use super::generate::{positive, threads, KvTypeArg};
 use super::CliError;
-use crate::model::Model;
-use crate::session::{Session, SessionConfig};
-use crate::synth::rng::Xoshiro256StarStar;
+use engine::model::Model;
+use engine::session::{Session, SessionConfig};
+use engine::synth::rng::Xoshiro256StarStar;
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
@@ -260,7 +260,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 env!("CARGO_PKG_VERSION"),
                 model.spec().name,
                 model.hparams().n_layer,
-                crate::cpu::SimdLevel::detected(),
+                engine::cpu::SimdLevel::detected(),
                 args.kv_type.name()
             )?;
         }

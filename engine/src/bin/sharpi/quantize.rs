@@ -8,7 +8,7 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::CliError;
-use crate::quantize::{quantize_model, FileType, Summary};
+use engine::quantize::{quantize_model, FileType, Summary};
 
 /// Quantizes `input` to `ftype`, writes `output` (atomically) and the
 /// summary to `out`. `threads` sizes the rayon pool (default: all cores);
@@ -59,7 +59,7 @@ pub fn write_summary(
     let (before, after) = s.counts();
     let (b, a) = s.bytes();
     writeln!(out, "quantized to {ftype} (file type {})", ftype.id())?;
-    let list = |m: &std::collections::BTreeMap<crate::GgmlType, usize>| {
+    let list = |m: &std::collections::BTreeMap<engine::GgmlType, usize>| {
         m.iter()
             .map(|(t, n)| format!("{n} {t}"))
             .collect::<Vec<_>>()

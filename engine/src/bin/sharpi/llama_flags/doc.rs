@@ -18,7 +18,7 @@ pub fn markdown() -> String {
     let mut md = format!(
         "# llama.cpp's flags on sharpi's command line
 
-<!-- Generated from engine/src/cli/llama_flags/ (`engine::cli::llama_flags::markdown`);
+<!-- Generated from engine/src/bin/sharpi/llama_flags/ (`llama_flags::markdown` of the sharpi binary);
 the test cli_llama_flags::doc_matches_the_table fails when this file differs. -->
 
 A command line written for llama.cpp's `llama-cli` or `llama-completion`
@@ -39,8 +39,8 @@ Values are never rewritten as flags (`-p -sys` keeps the prompt `-sys`),
 `--flag=value` works for every flag, and the command lines of `sharpi
 bench`, `perplexity`, `inspect`, `quantize`, `synth` and `tokenize` are
 left as they are (`sharpi run` takes the generation flags, so it is
-walked too). The code: `engine/src/cli/llama_flags.rs` and its table,
-`engine/src/cli/llama_flags/table.rs`.
+walked too). The code: `engine/src/bin/sharpi/llama_flags.rs` and its table,
+`engine/src/bin/sharpi/llama_flags/table.rs`.
 
 The options are those of the llama.cpp that llama-cpp-sys-2 vendors
 ([engine/tests/data/llama-cli-flags.txt](../engine/tests/data/llama-cli-flags.txt),

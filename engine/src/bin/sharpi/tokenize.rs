@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args};
 
 use super::CliError;
-use crate::tokenizer::Tokenizer;
+use engine::tokenizer::Tokenizer;
 
 /// The longest text tokenized, in bytes: longer input is refused before it
 /// is read whole (a file or stdin is read at most this far, plus a byte).

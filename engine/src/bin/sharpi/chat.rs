@@ -18,14 +18,15 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::generate::{generate, GenerateArgs, Outcome, Stop, Stops};
+use super::args::GenerateArgs;
+use super::decode::{generate, Outcome, Stop, Stops};
 use super::interrupt::{self, Answering};
 use super::prompt;
 use super::CliError;
-use crate::chat::{ChatTemplate, Message};
-use crate::sampler::Sampler;
-use crate::session::Session;
-use crate::tokenizer::Tokenizer;
+use engine::chat::{ChatTemplate, Message};
+use engine::sampler::Sampler;
+use engine::session::Session;
+use engine::tokenizer::Tokenizer;
 
 /// A conversation's settings.
 pub struct Chat<'a> {

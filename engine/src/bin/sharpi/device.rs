@@ -8,13 +8,13 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::CliError;
-use crate::cpu::CpuNumerics;
-use crate::expert_cache::CacheSize;
-use crate::model::Model;
-use crate::placement::Side;
-use crate::session::{Session, SessionConfig};
-use crate::setup::{GpuLayers, GpuRequest};
-use crate::vulkan::{Unfused, VulkanOptions};
+use engine::expert_cache::CacheSize;
+use engine::model::Model;
+use engine::numerics::CpuNumerics;
+use engine::placement::Side;
+use engine::session::{Session, SessionConfig};
+use engine::setup::{GpuLayers, GpuRequest};
+use engine::vulkan::{Unfused, VulkanOptions};
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct DeviceArgs {

@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use super::CliError;
-use crate::vulkan::{self, DeviceInfo, DeviceKind, VkError};
+use engine::vulkan::{self, DeviceInfo, DeviceKind, VkError};
 
 /// Lists the devices on `out`.
 pub fn run(out: &mut dyn Write) -> Result<(), CliError> {

@@ -2,8 +2,8 @@
 //! or as it is (`--raw`).
 
 use super::CliError;
-use crate::chat::{ChatTemplate, Message};
-use crate::tokenizer::{TextPart, Tokenizer};
+use engine::chat::{ChatTemplate, Message};
+use engine::tokenizer::{TextPart, Tokenizer};
 
 /// What to build a prompt from.
 #[derive(Clone, Copy, Debug)]
@@ -173,4 +173,74 @@ fn tokens_within(
         )));
     }
     Ok(encoded.tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test model fetched by scripts/fetch-models (tests must not pass
+    /// by skipping).
+    fn model_path(name: &str) -> std::path::PathBuf {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../models")
+            .join(name);
+        assert!(
+            p.is_file(),
+            "test model {} is missing: run scripts/fetch-models",
+            p.display()
+        );
+        p
+    }
+
+    #[test]
+    fn chat_prompt_starts_with_one_bos() {
+        use engine::chat::ChatTemplate;
+        use engine::gguf::GgufFile;
+        use engine::tokenizer::Tokenizer;
+        let req = |user, raw| Request {
+            user,
+            system: None,
+            raw,
+            parse_special: false,
+            n_ctx: 4096,
+        };
+        // Gemma's tokenizer adds a BOS (2); a Gemma-style template writes
+        // `bos_token` itself: the rendered one is dropped, as llama.cpp does.
+        let file = GgufFile::open(&model_path("gemma-3-270m-q4_k_m.gguf")).unwrap();
+        let tok = Tokenizer::from_gguf(&file).unwrap();
+        assert!(tok.add_bos());
+        let src = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n\
+                   {{ m.content }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n";
+        let t = ChatTemplate::new(src, "<bos>", "<eos>").unwrap();
+        let p = build(&tok, Some(&t), &req("Hi", false)).unwrap();
+        assert!(p.chat);
+        assert_eq!(p.tokens[0], 2);
+        assert_ne!(p.tokens[1], 2);
+        assert!(
+            p.text.starts_with("<start_of_turn>user\nHi"),
+            "{:?}",
+            p.text
+        );
+        // Special-token texts in the template are parsed: <end_of_turn> is 106.
+        assert!(p.tokens.contains(&106));
+        // Raw: the same text stays text.
+        let raw = build(&tok, Some(&t), &req("<end_of_turn>", true)).unwrap();
+        assert!(!raw.chat);
+        assert_eq!(raw.tokens[0], 2);
+        assert!(!raw.tokens.contains(&106));
+
+        // SmolLM2 adds no BOS: a template's BOS text is kept, as a token.
+        let file = GgufFile::open(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+        let tok = Tokenizer::from_gguf(&file).unwrap();
+        assert!(!tok.add_bos());
+        let bos = tok.token_text(tok.bos().unwrap()).unwrap().to_string();
+        let t = ChatTemplate::new("{{ bos_token }}{{ messages[0].content }}", &bos, "").unwrap();
+        let p = build(&tok, Some(&t), &req("Hi", false)).unwrap();
+        assert_eq!(p.tokens[0], tok.bos().unwrap());
+        assert_eq!(
+            p.tokens.iter().filter(|&&t| Some(t) == tok.bos()).count(),
+            1
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! `sharpi perplexity -m MODEL -f TEXT [-c 512] [--chunks N]
 //! [--kl-divergence-base FILE [--kl-divergence]]`: llama-perplexity's
-//! perplexity and KL-divergence modes ([`crate::perplexity`]). Results go to
+//! perplexity and KL-divergence modes ([`engine::perplexity`]). Results go to
 //! stdout in llama-perplexity's layout; progress and timings to stderr.
 
 use std::io::Write;
@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use clap::Args;
 
+use super::args::{positive, threads, KvTypeArg};
 use super::device::DeviceArgs;
-use super::generate::{positive, threads, KvTypeArg};
 use super::CliError;
-use crate::perplexity::{
+use engine::perplexity::{
     self, print, ChunkPlan, KldSummary, LogitsReader, LogitsWriter, PerplexityError,
 };
-use crate::session::{Session, SessionConfig};
+use engine::session::{Session, SessionConfig};
 
 /// llama-perplexity's default context.
 const DEFAULT_CTX: usize = 512;

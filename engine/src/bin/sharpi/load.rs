@@ -9,9 +9,9 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::CliError;
-use crate::chat::{ChatError, ChatTemplate};
-use crate::model::Model;
-use crate::tokenizer::Tokenizer;
+use engine::chat::{ChatError, ChatTemplate};
+use engine::model::Model;
+use engine::tokenizer::Tokenizer;
 
 /// What generation needs from a model file.
 pub struct Loaded {
@@ -38,7 +38,7 @@ pub fn load(path: &Path, template: bool) -> Result<Loaded, CliError> {
     // pages (GgufFile::make_resident); a larger one, or one the kernel
     // would not give the memory for, stays mapped and is paged in below.
     let mut resident =
-        crate::host_memory::available_bytes().is_some_and(|avail| file.file_size() <= avail / 2);
+        engine::host_memory::available_bytes().is_some_and(|avail| file.file_size() <= avail / 2);
     if resident {
         bar.set_message("reading the weights");
         resident = file

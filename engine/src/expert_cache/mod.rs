@@ -10,9 +10,10 @@
 //!
 //! - an expert held in a slot (a hit) is multiplied on the GPU, by
 //!   `matmul_id` over the slot weights with the ids remapped to slots;
-//! - any other (a miss) is multiplied on the host from the mapped tensors
-//!   (`cpu::matmul_id`, `cpu::glu`); its GPU output (that of some slot) is
-//!   zeroed by a 0/1 mask and the host result added in its place.
+//! - any other (a miss) is multiplied on the host from the mapped tensors,
+//!   by the `matmul_id` and `glu` of a CPU device ([`HostDevice`]); its GPU
+//!   output (that of some slot) is zeroed by a 0/1 mask and the host result
+//!   added in its place.
 //!
 //! The GPU's work is ordered by the backend's hazard tracking: the ids,
 //! mask and host results are [`Ops::write`]s recorded between the ops that
@@ -32,18 +33,20 @@
 //! finds no such slot waits for a later miss. Per layer, hits and
 //! (row, slot) pairs are counted ([`LayerStats`], `--expert-stats`).
 
+mod host;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::cpu::{self, WeightView};
 use crate::fault;
 use crate::model::moe::{self, moe_glu_tap, ExpertRunner, ExpertWeights, Experts};
 use crate::model::{Cx, Hparams};
 use crate::ops::{Act, BackendError, Ops, Weight, WeightSource};
 use crate::placement::Devices;
-use crate::threads::Threads;
+pub use host::HostDevice;
+use host::HostPart;
 
 /// `--moe-cache`: expert slots per layer, or device memory for the slots
 /// of all the cached layers together.
@@ -166,11 +169,13 @@ pub struct LayerCache {
     /// Gate, up, down on the host: `[n_embd, n_ff_exp, n_expert]`,
     /// `[n_embd, n_ff_exp, n_expert]`, `[n_ff_exp, n_embd, n_expert]`.
     host: [WeightSource; 3],
+    /// The same as weights of `host_device`.
+    host_weights: [Weight; 3],
     /// The same on the device with `n_slots` matrices each (none for 0).
     slots: Option<[Weight; 3]>,
     table: SlotTable,
     bufs: CacheBufs,
-    threads: Arc<Threads>,
+    host_device: Arc<Mutex<HostDevice>>,
 }
 
 /// Which expert each slot holds, and the policy that refills them (see
@@ -252,16 +257,6 @@ impl SlotTable {
     }
 }
 
-/// The missed pairs' products on the host: `up`, `gate`, `act` (after the
-/// GLU) `[m, n_ff_exp]`, `down` `[m, n_embd]`, one row per miss.
-#[derive(Default)]
-struct HostPart {
-    up: Vec<f32>,
-    gate: Vec<f32>,
-    act: Vec<f32>,
-    down: Vec<f32>,
-}
-
 /// Experts `0..n` of a stacked weight, as a weight of `n` matrices.
 fn first_experts(src: &WeightSource, n: usize) -> WeightSource {
     let per = src.n_out() / src.matrices();
@@ -270,21 +265,17 @@ fn first_experts(src: &WeightSource, n: usize) -> WeightSource {
     WeightSource::from_bytes(&name, src.ty(), src.n_in(), n * per, bytes).stacked(n)
 }
 
-fn view(src: &WeightSource) -> WeightView<'_> {
-    WeightView::new(src.ty(), src.n_out(), src.n_in(), src.bytes())
-        .unwrap_or_else(|e| panic!("{src:?}: {e}"))
-}
-
 impl LayerCache {
     /// The cache of layer `layer` with `n_slots` slots on `gpu`, holding
-    /// experts `0..n_slots` to begin with. `host` is gate, up, down.
+    /// experts `0..n_slots` to begin with. `host` is gate, up, down; the
+    /// misses are multiplied on `host_device`.
     pub fn new(
         layer: usize,
         host: [WeightSource; 3],
         n_slots: usize,
         gpu: &mut dyn Ops,
         bufs: CacheBufs,
-        threads: Arc<Threads>,
+        host_device: Arc<Mutex<HostDevice>>,
     ) -> Result<LayerCache, BackendError> {
         let n_expert = host[0].matrices();
         let slots = match n_slots {
@@ -295,6 +286,7 @@ impl LayerCache {
                 gpu.upload(&first_experts(&host[2], n))?,
             ]),
         };
+        let host_weights = lock(&host_device).upload(&host)?;
         Ok(LayerCache {
             stats: LayerStats {
                 layer,
@@ -303,10 +295,11 @@ impl LayerCache {
             },
             n_expert,
             host,
+            host_weights,
             slots,
             table: SlotTable::new(n_expert, n_slots),
             bufs,
-            threads,
+            host_device,
         })
     }
 
@@ -369,7 +362,7 @@ impl ExpertRunner for LayerCache {
             .any(|name| cx.wants(name));
         let mut host = None;
         if traced {
-            host = Some(self.host_part(e.kind, &misses, &x, k, [d, f])?);
+            host = Some(self.host_part(e.kind, &misses, &x, k, d)?);
         }
         let on_device = self.slots.filter(|_| misses.len() < n * k);
         if let Some([sg, su, sd]) = on_device {
@@ -391,7 +384,7 @@ impl ExpertRunner for LayerCache {
         }
         let h = match host {
             Some(h) => h,
-            None => self.host_part(e.kind, &misses, &x, k, [d, f])?,
+            None => self.host_part(e.kind, &misses, &x, k, d)?,
         };
         if on_device.is_none() {
             tap_merged(cx, "ffn_moe_up", shape, None, &misses, &h.up)?;
@@ -419,44 +412,26 @@ impl ExpertRunner for LayerCache {
 
 impl LayerCache {
     /// The missed (pair, expert)s multiplied on the host, from `x` `[n,
-    /// n_embd]` with `k` pairs a row; `[d, f]` is `[n_embd, n_ff_exp]`.
+    /// n_embd]` with `k` pairs a row; `d` is `n_embd`.
     fn host_part(
         &self,
         kind: crate::ops::GluKind,
         misses: &[(usize, usize)],
         x: &[f32],
         k: usize,
-        [d, f]: [usize; 2],
+        d: usize,
     ) -> Result<HostPart, BackendError> {
-        let m = misses.len();
-        let mut h = HostPart {
-            up: vec![0.0; m * f],
-            gate: vec![0.0; m * f],
-            act: vec![0.0; m * f],
-            down: vec![0.0; m * d],
-        };
-        if m == 0 {
-            return Ok(h);
+        if misses.is_empty() {
+            return Ok(HostPart::default());
         }
         // xs: [m, n_embd], each miss's row; mids: [m] its expert.
-        let mut xs = Vec::with_capacity(m * d);
+        let mut xs = Vec::with_capacity(misses.len() * d);
         for &(i, _) in misses {
             let t = i / k;
             xs.extend_from_slice(&x[t * d..(t + 1) * d]);
         }
         let mids: Vec<f32> = misses.iter().map(|&(_, ex)| ex as f32).collect();
-        let host_err = |err: cpu::CpuError| BackendError::Device {
-            backend: "cpu (experts)".into(),
-            message: err.to_string(),
-        };
-        let [hg, hu, hd] = &self.host;
-        let (t, ne) = (&*self.threads, self.n_expert);
-        cpu::matmul_id(t, view(hu), ne, &mids, 1, &xs, &mut h.up).map_err(host_err)?;
-        cpu::matmul_id(t, view(hg), ne, &mids, 1, &xs, &mut h.gate).map_err(host_err)?;
-        h.act.copy_from_slice(&h.gate);
-        cpu::glu(kind, &mut h.act, &h.up);
-        cpu::matmul_id(t, view(hd), ne, &mids, 1, &h.act, &mut h.down).map_err(host_err)?;
-        Ok(h)
+        lock(&self.host_device).products(self.host_weights, self.n_expert, kind, &mids, &xs)
     }
 
     /// Fills the slots with the experts `misses` wanted (see the module
@@ -478,6 +453,12 @@ impl LayerCache {
         }
         Ok(())
     }
+}
+
+/// The host device, also after a panic elsewhere left its lock poisoned
+/// (its buffers are written afresh by every use).
+fn lock(d: &Mutex<HostDevice>) -> std::sync::MutexGuard<'_, HostDevice> {
+    d.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Taps `name` (`[n, k · f]`) when the sink wants it: the device's values

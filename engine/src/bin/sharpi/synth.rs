@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::gguf::GgufWriter;
-use crate::quantize::FileType;
-use crate::synth::llama_moe::{self, MoeConfig};
-use crate::synth::{self, Arch, Config, Kind};
+use engine::gguf::GgufWriter;
+use engine::quantize::FileType;
+use engine::synth::llama_moe::{self, MoeConfig};
+use engine::synth::{self, Arch, Config, Kind};
 
 #[derive(Args, Clone, Debug)]
 pub struct SynthArgs {

@@ -1,4 +1,4 @@
-//! ggml's tiled K-quant kernel on AVX2 (see `dot/tiled.rs` for its
+//! ggml's tiled K-quant kernel on AVX2 (see `dot/tiled/mod.rs` for its
 //! arithmetic): four weight rows against one activation row at a time,
 //! each weight block decoded once per pass over up to [`COLS`] activation
 //! rows. The integer sums are `vpmaddubsw` (unsigned codes by activation
@@ -8,9 +8,9 @@
 
 use std::arch::x86_64::*;
 
-use super::super::tiled::{Decoded, DecodedRows};
+use super::super::x86::{f32_le, load256};
 use super::super::Rows;
-use super::{f32_le, load256};
+use super::{Decoded, DecodedRows};
 use crate::quant::BlockQ8_K;
 
 /// Weight rows per pass (each with its own integer accumulator).

@@ -38,7 +38,7 @@
 //! with a per-16 scale and a per-16 correction coefficient `k_g` (the min,
 //! or `B * sc_g`), so that `s1 = sum_g sc_g * sum q_e a_e - [B] sum_g k_g
 //! bsum_g` and `s2 = sum_g k_g bsum_g`: the same integers. [`dot_scalar`]
-//! is the plain twin of the AVX2 kernel (in `x86/tiled.rs`).
+//! is the plain twin of the AVX2 kernel (in `tiled/x86.rs`).
 
 use crate::quant::k::{scale_min_k4, scale_q3_k};
 use crate::quant::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
@@ -46,6 +46,9 @@ use crate::GgmlType;
 
 use super::Rows;
 use crate::simd::SimdLevel;
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 /// The fewest activation rows for which ggml takes the tiled kernel
 /// (`ggml_tiled_min_batch`, tiled.cpp:1190).
@@ -307,7 +310,7 @@ impl DecodedRows {
         }
         #[cfg(target_arch = "x86_64")]
         if level != SimdLevel::Scalar && level.is_supported() {
-            super::x86::tiled_tile(self, a, out, ld);
+            x86::tiled_tile(self, a, out, ld);
             return;
         }
         let _ = level;
