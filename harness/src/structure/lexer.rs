@@ -1,6 +1,7 @@
 //! A Rust lexer just wide enough for the structure checks: it drops
-//! comments, string, byte-string, raw-string and character literals and
-//! keeps identifiers and punctuation, each with its line. Lifetimes
+//! comments, byte-string, raw-string and character literals and keeps
+//! identifiers, punctuation and plain strings (as one token, quotes
+//! included: `#[path = "x.rs"]` needs them), each with its line. Lifetimes
 //! (`'a`) are dropped like literals. Nothing here needs the code to build.
 
 /// One token: an identifier (keywords included) or one punctuation
@@ -53,6 +54,10 @@ pub fn tokens(src: &str) -> Vec<Token> {
             let text: String = chars[i + 1..end.saturating_sub(1).max(i + 1)]
                 .iter()
                 .collect();
+            out.push(Token {
+                text: format!("\"{text}\""),
+                line: start_line,
+            });
             out.extend(path_string(&text, start_line));
             i = end;
         } else if let Some(end) = raw_string_start(&chars, i) {
@@ -237,15 +242,36 @@ mod tests {
     #[test]
     fn a_path_in_a_string_is_a_path() {
         assert_eq!(
-            texts(r#"#[serde(with = "crate::a::f")] x "crate is" "a::b""#),
-            ["#", "[", "serde", "(", "with", "=", "crate", "::", "a", "::", "f", ")", "]", "x"]
+            texts(r#"#[serde(with = "crate::a::f")] x "a::b""#),
+            [
+                "#",
+                "[",
+                "serde",
+                "(",
+                "with",
+                "=",
+                "\"crate::a::f\"",
+                "crate",
+                "::",
+                "a",
+                "::",
+                "f",
+                ")",
+                "]",
+                "x",
+                "\"a::b\""
+            ]
         );
     }
 
     #[test]
     fn lines_are_counted_through_comments_and_strings() {
         let toks = tokens("a\n/* x\n y */ b \"s\nt\" c\n'\\n' d");
-        let lines: Vec<(String, usize)> = toks.into_iter().map(|t| (t.text, t.line)).collect();
+        let lines: Vec<(String, usize)> = toks
+            .into_iter()
+            .filter(|t| !t.text.starts_with('"'))
+            .map(|t| (t.text, t.line))
+            .collect();
         assert_eq!(
             lines,
             vec![

@@ -30,7 +30,7 @@ pub const MAX_README_LINES: usize = 200;
 pub const CRATES: &[(&str, &str)] = &[
     ("engine", "engine/src/lib.rs"),
     ("harness", "harness/src/lib.rs"),
-    ("sharpi", "engine/src/bin/sharpi.rs"),
+    ("sharpi", "engine/src/bin/sharpi/main.rs"),
     ("harness-cli", "harness/src/main.rs"),
 ];
 

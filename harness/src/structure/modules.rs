@@ -81,12 +81,23 @@ impl Crate {
         let mut files = Vec::new();
         self.modules.entry(at.clone()).or_default();
         self.read_items(&toks, 0, toks.len(), &at, file, &mut files);
-        for name in files {
+        for (name, given) in files {
             let mut child = at.clone();
             child.push(name.clone());
             let a = dir.join(format!("{name}.rs"));
             let b = dir.join(&name).join("mod.rs");
-            let (path, child_dir) = if a.is_file() {
+            let (path, child_dir) = if let Some(given) = given {
+                // `#[path = "..."]`: relative to the declaring file's folder.
+                let p = file.parent().unwrap_or(Path::new(".")).join(given);
+                if !p.is_file() {
+                    return Err(StructureError::MissingModule {
+                        file: file.to_path_buf(),
+                        name,
+                    });
+                }
+                let d = p.parent().unwrap_or(Path::new(".")).to_path_buf();
+                (p, d)
+            } else if a.is_file() {
                 (a, dir.join(&name))
             } else if b.is_file() {
                 (b, dir.join(&name))
@@ -102,7 +113,8 @@ impl Crate {
     }
 
     /// Reads the items of `toks[start..end]`, written in module `at`;
-    /// pushes the names of `mod NAME;` declarations onto `files`.
+    /// pushes the names of `mod NAME;` declarations onto `files`, each with
+    /// its `#[path = "..."]` if it has one.
     fn read_items(
         &mut self,
         toks: &[Token],
@@ -110,9 +122,10 @@ impl Crate {
         end: usize,
         at: &ModPath,
         file: &Path,
-        files: &mut Vec<String>,
+        files: &mut Vec<(String, Option<String>)>,
     ) {
         let mut i = start;
+        let mut given_path: Option<String> = None;
         let mut bound: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut paths: Vec<(Vec<String>, usize)> = Vec::new();
         while i < end {
@@ -121,10 +134,20 @@ impl Crate {
                 continue;
             }
             let t = &toks[i];
+            if t.is("#")
+                && i + 5 < end
+                && toks[i + 1].is("[")
+                && toks[i + 2].is("path")
+                && toks[i + 3].is("=")
+            {
+                given_path = Some(toks[i + 4].text.trim_matches('"').to_string());
+                i += 5;
+                continue;
+            }
             if t.is("mod") && i + 2 < end && toks[i + 1].is_ident() {
                 let name = toks[i + 1].text.clone();
                 if toks[i + 2].is(";") {
-                    files.push(name.clone());
+                    files.push((name.clone(), given_path.take()));
                     self.child(at, &name);
                     i += 3;
                     continue;
@@ -559,6 +582,23 @@ mod tests {
         let found = super::super::cycles::cycles(&c.uses());
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].describe("k"), "k::cpu -> k::ops -> k::cpu");
+    }
+
+    #[test]
+    fn a_path_attribute_names_the_file() {
+        let (c, dir) = krate(
+            "path",
+            &[
+                (
+                    "lib.rs",
+                    "mod a;\n#[path = \"elsewhere/b_file.rs\"]\nmod b;\n",
+                ),
+                ("a.rs", "use crate::b::X;\n"),
+                ("elsewhere/b_file.rs", "pub struct X;\n"),
+            ],
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(edges(&c), vec![("a".to_string(), "b".to_string())]);
     }
 
     #[test]
