@@ -10,6 +10,7 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod host_memory;
 pub mod model;
+pub mod op_codes;
 pub mod ops;
 pub mod perplexity;
 pub mod placement;

@@ -5,11 +5,13 @@
 #define SHARPI_ATTENTION_GLSL
 
 #include "math.glsl"
+#include "kv.glsl"
 
 // kv_write.comp: `rows` rows of `width` elements from src[src_offset..] into
 // the cache (row-major [n_ctx, width]) at position step_words[pos_at], so
-// cache elements e0 = pos * width .. e1 = e0 + rows * width. f32 cache: one
-// invocation per element. f16 cache (KV_F16): rounded to nearest even, one
+// cache elements e0 = pos * width .. e1 = e0 + rows * width (element types:
+// kv.glsl). f32 cache: one invocation per element. f16 cache (KV_F16):
+// rounded to nearest even, one
 // invocation per 32-bit word from word e0 / 2 (rows * width / 2 + 1 of them,
 // the most the range can touch); a half outside e0..e1 keeps its old value.
 struct KvWritePush {
@@ -24,17 +26,8 @@ struct KvWritePush {
 // q [T, n_head * head_dim_k] from q_offset, out [T, n_head * head_dim_v] from
 // out_offset (elements); K cache [n_ctx, k_width], V cache [n_ctx, v_width].
 // window 0 = none; softcap 0 = none.
-// A query element as the kernels read it: with an f16 cache rounded to f16
-// (ties to even), as llama.cpp's CPU rounds the activation it multiplies an
-// F16 cache with, so that every product q·k is that of two halves, exact in
-// f32. (llama.cpp also rounds the normalised probabilities before V·p; the
-// online softmax here weighs V before it knows the row's sum, so that
-// rounding, relative 2^-12 per weight, is left out: docs/harness.md.)
-#ifdef KV_F16
-#define Q_IN(x) round_f16(x)
-#else
-#define Q_IN(x) (x)
-#endif
+// The query element as the products with the cache take it: Q_IN of
+// kv.glsl.
 
 // The running max of the online softmax (m) starts at MAX_START and a new
 // one is RUNNING_MAX(m_new). FAULT_SOFTMAX_UNSHIFTED (only in the variants

@@ -192,8 +192,8 @@ pub(super) fn kv_into_matvec(
         epi.pos_at = pos_at;
     }
     epi.kv = match ty {
-        KvType::F32 => 1,
-        KvType::F16 => 2,
+        KvType::F32 => crate::op_codes::KV_CACHE_F32,
+        KvType::F16 => crate::op_codes::KV_CACHE_F16,
     };
     epi.kv_pos_at = pos_at;
     epi.kv_width = u32::try_from(width).expect("a cache row width fits u32");

@@ -165,8 +165,8 @@ pub(super) fn kv_into_norm_rope(
         return false;
     }
     let kv = match ty {
-        KvType::F32 => 1,
-        KvType::F16 => 2,
+        KvType::F32 => crate::op_codes::KV_CACHE_F32,
+        KvType::F16 => crate::op_codes::KV_CACHE_F16,
     };
     set(&mut push, at!(kv), kv);
     set(&mut push, at!(kv_pos_at), pos_at);
