@@ -10,8 +10,9 @@
 //!   with shaderc's message.
 //! - Variants are data (`build/variants.rs`): kernel families, each
 //!   compiled at every point of its axes (weight type of `WEIGHT_TYPES` in
-//!   `src/ggml_type.rs`, included here; KV cache type; activation format;
-//!   plain or subgroup; fault). A `.comp` file named there by no family is
+//!   `src/ggml_type.rs` and KV cache type of `KV_TYPES` in
+//!   `src/kv_type.rs`, both included here; activation format; plain or
+//!   subgroup; fault). A `.comp` file named there by no family is
 //!   compiled once under its file stem.
 //! - A small SPIR-V reflection pass (`build/reflect.rs`) records, per shader,
 //!   the storage-buffer bindings of set 0 (and whether each is read-only /
@@ -27,6 +28,9 @@
 #[path = "src/ggml_type.rs"]
 mod ggml_type;
 #[allow(dead_code)]
+#[path = "src/kv_type.rs"]
+mod kv_type;
+#[allow(dead_code)]
 #[path = "src/op_codes.rs"]
 mod op_codes;
 #[path = "build/reflect.rs"]
@@ -40,8 +44,9 @@ use std::path::{Path, PathBuf};
 use std::{env, fs};
 
 use ggml_type::WEIGHT_TYPES;
+use kv_type::KV_TYPES;
 use reflect::{reflect, Access};
-use variants::{Grouped, Variant, KV_TYPES};
+use variants::{Grouped, Variant};
 
 /// The Vulkan version the SPIR-V targets (SPIR-V 1.5). The context requires a
 /// device of at least this version.
@@ -77,6 +82,7 @@ fn run() -> Result<(), String> {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build");
     println!("cargo:rerun-if-changed=src/ggml_type.rs");
+    println!("cargo:rerun-if-changed=src/kv_type.rs");
     println!("cargo:rerun-if-changed=src/op_codes.rs");
     println!("cargo:rerun-if-changed={}", shader_dir.display());
     for file in files_under(&shader_dir)? {
@@ -256,7 +262,7 @@ fn run() -> Result<(), String> {
         |v| v.by_kv.as_ref(),
         "by_kv",
         "The variants of the families over the KV cache type, one array per\n\
-         /// family, indexed as [`crate::ops::KvType`] (`KvType::index`).",
+         /// family, indexed as [`crate::kv_type::KV_TYPES`] ([`crate::kv_type::KvType::index`]).",
         (KV_TYPES.len(), &KV_TYPES.len().to_string()),
         "",
     )

@@ -5,7 +5,8 @@
 //!
 //! - the weight type ([`WEIGHT_TYPES`], `WEIGHT_{TYPE}` plus the family's
 //!   per-type defines; all of them or those its filter keeps);
-//! - the KV cache type ([`KV_TYPES`]: `{kv}` in the family's name);
+//! - the KV cache type ([`KV_TYPES`]: `{kv}` in the family's name, its
+//!   define selecting its branch of `shaders/common/kv.glsl`);
 //! - the activation format a kernel quantizes into ([`Act`]);
 //! - plain or subgroup (`_sg`: `SG_RED`, the reductions' steps within a
 //!   subgroup in shuffles);
@@ -17,6 +18,7 @@
 //! `.comp` file named by no family is compiled once under its file stem.
 
 use crate::ggml_type::{GgmlType, WEIGHT_TYPES};
+use crate::kv_type::{KvType, KV_TYPES};
 
 /// One compiled shader: `name` is the Rust-side name (a lower-case
 /// identifier), `source` a file in `shaders/`, `defines` the macros set for
@@ -42,11 +44,6 @@ pub struct Grouped {
 }
 
 type Defines = &'static [(&'static str, &'static str)];
-
-/// KV cache element types: the name in variant names and the defines that
-/// select its reads and writes (`shaders/common/kv.glsl`). Indexed as
-/// `crate::ops::KvType` (`KvType::index`).
-pub const KV_TYPES: &[(&str, Defines)] = &[("f32", &[]), ("f16", &[("KV_F16", "1")])];
 
 /// An activation format a kernel writes (ggml's vec_dot_type).
 #[derive(Clone, Copy)]
@@ -528,7 +525,7 @@ pub fn type_suffix(ty: GgmlType) -> String {
 
 /// One point of a family's axes other than the weight type's.
 struct Point {
-    kv: Option<usize>,
+    kv: Option<KvType>,
     act: Option<Act>,
     sg: bool,
     fault: Option<Fault>,
@@ -538,8 +535,8 @@ impl Family {
     /// The points of its axes other than the weight type, faults last (only
     /// with `faults`).
     fn points(&self, faults: bool) -> Vec<Point> {
-        let kvs: Vec<Option<usize>> = if self.kv {
-            (0..KV_TYPES.len()).map(Some).collect()
+        let kvs: Vec<Option<KvType>> = if self.kv {
+            KV_TYPES.into_iter().map(Some).collect()
         } else {
             vec![None]
         };
@@ -579,7 +576,7 @@ impl Point {
     /// The family's name at this point, with `weight` for the weight
     /// type's place (`None`: left out).
     fn name(&self, family: &str, weight: Option<&str>) -> String {
-        let kv = self.kv.map_or("", |k| KV_TYPES[k].0);
+        let kv = self.kv.map_or("", KvType::name);
         let mut name = family.replace("{kv}", kv);
         if let Some(act) = self.act {
             name = format!("{name}_{}", act.name);
@@ -601,8 +598,8 @@ impl Point {
         if let Some(act) = self.act {
             out.push((act.define, "1"));
         }
-        if let Some(k) = self.kv {
-            out.extend_from_slice(KV_TYPES[k].1);
+        if let Some(define) = self.kv.and_then(KvType::define) {
+            out.push((define, "1"));
         }
         if self.sg {
             out.push(("SG_RED", "1"));
@@ -630,9 +627,9 @@ pub fn listed(faults: bool) -> Vec<Variant> {
             defines.extend(owned(&point.defines()));
             let plain = point.fault.is_none();
             let by_kv = |name: String| {
-                point.kv.filter(|_| plain).map(|index| Grouped {
+                point.kv.filter(|_| plain).map(|kv| Grouped {
                     array: name,
-                    index,
+                    index: kv.index(),
                     whole: true,
                 })
             };

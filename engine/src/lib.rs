@@ -9,6 +9,7 @@ pub mod fault;
 pub mod ggml_type;
 pub mod gguf;
 pub mod host_memory;
+pub mod kv_type;
 pub mod model;
 pub mod op_codes;
 pub mod ops;

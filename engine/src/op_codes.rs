@@ -32,9 +32,10 @@ op_codes! {
     GLU_SWIGLU = 0;
     /// `GluKind::GeGluTanh` there.
     GLU_GEGLU = 1;
-    /// `KvType::F32` as the decode kernels that write the cache of either
-    /// type take it (norm_rope.comp's `NormRopePush.kv`, matvec.comp's
-    /// `RopeEpi.kv`; 0: no cache write): shaders/common/kv.glsl.
+    /// `KvType::F32` as the decode kernels that write the cache of any
+    /// type take it (`KvType::cache_code`: norm_rope.comp's
+    /// `NormRopePush.kv`, matvec.comp's `RopeEpi.kv`; 0: no cache write):
+    /// shaders/common/kv.glsl.
     KV_CACHE_F32 = 1;
     /// `KvType::F16` there.
     KV_CACHE_F16 = 2;

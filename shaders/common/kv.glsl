@@ -1,12 +1,13 @@
 // The KV cache's element types in one place: how a cache buffer holds its
 // elements, how the attention kernels read them and how every kernel that
-// writes the cache writes them. The type is the KV axis of
-// engine/build/variants.rs (`{kv}` in a variant's name), chosen at compile
-// time by its define: none for f32, KV_F16 for IEEE halves (two a 32-bit
-// word, low first; rounded to nearest even when written). The decode
-// kernels compiled once for every cache (norm_rope.comp, matvec.comp's
-// EPI_ROPE) choose the write at run time by a code (KV_CACHE_F32,
-// KV_CACHE_F16 of the generated op_codes.glsl: engine/src/op_codes.rs).
+// writes the cache writes them. The type (engine/src/kv_type.rs KvType) is
+// the KV axis of engine/build/variants.rs (`{kv}` in a variant's name),
+// chosen at compile time by its define (KvType::define): none for f32,
+// KV_F16 for IEEE halves (two a 32-bit word, low first; rounded to nearest
+// even when written). The decode kernels compiled once for every cache
+// (norm_rope.comp, matvec.comp's EPI_ROPE) choose the write at run time by
+// a code (KvType::cache_code: KV_CACHE_F32, KV_CACHE_F16 of the generated
+// op_codes.glsl, engine/src/op_codes.rs).
 // Macros, so that each kernel compiles as if they were written out in it.
 // A new cache type adds its branch to each of them, its block reads and
 // writes coming from blocks.glsl.

@@ -1,7 +1,9 @@
 //! The compiled shader table: one [`Shader`] constant per variant that
 //! `engine/build.rs` compiled from `shaders/` (e.g. [`BINARY`]), plus [`ALL`]
-//! and, per weight-reading op, its variants in an array indexed as
-//! [`crate::ggml_type::WEIGHT_TYPES`] ([`by_type`]).
+//! and, per kernel family with the weight-type axis, its variants in an
+//! array indexed as [`crate::ggml_type::WEIGHT_TYPES`] ([`by_type`]); per
+//! family with the KV-type axis, one indexed as
+//! [`crate::kv_type::KV_TYPES`] ([`by_kv`]).
 
 /// How a shader accesses one storage-buffer binding (from SPIR-V decorations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
