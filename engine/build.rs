@@ -5,7 +5,7 @@
 //!   `shaders/common/`, then among the generated headers; `#include
 //!   <x.glsl>` skips the first.
 //! - Generated header: `op_codes.glsl`, the op codes of `src/op_codes.rs`
-//!   (included here) as GLSL constants.
+//!   (included here) as GLSL `#define`s.
 //! - Optimisation is on and warnings are errors; a failing shader fails the build
 //!   with shaderc's message.
 //! - Variants are data (`build/variants.rs`): kernel families, each

@@ -89,6 +89,42 @@ mod tests {
     }
 
     #[test]
+    fn by_kv_arrays_are_indexed_as_kv_types() {
+        use crate::kv_type::KV_TYPES;
+        let families = [
+            by_kv::ATTENTION,
+            by_kv::ATTENTION_ROWS,
+            by_kv::ATTENTION_SPLIT,
+            by_kv::ATTENTION_CPU,
+            by_kv::ATTENTION_KEYS_CPU,
+            by_kv::KV_WRITE,
+            by_kv::ROPE_KV,
+        ];
+        for ty in KV_TYPES {
+            assert_eq!(
+                by_kv::ATTENTION[ty.index()].name,
+                format!("attention_{}", ty.name())
+            );
+            assert_eq!(
+                by_kv::KV_WRITE[ty.index()].name,
+                format!("kv_write_{}", ty.name())
+            );
+            for family in families {
+                let shader = family[ty.index()];
+                let defined = |d: &str| shader.defines.iter().any(|(k, _)| *k == d);
+                for other in KV_TYPES.into_iter().filter_map(|t| t.define()) {
+                    assert_eq!(
+                        defined(other),
+                        ty.define() == Some(other),
+                        "{}",
+                        shader.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn binary_reflection() {
         assert_eq!(BINARY.name, "binary");
         assert_eq!(
