@@ -2,24 +2,37 @@
 //! table that `engine/src/vulkan/shaders.rs` includes.
 //!
 //! - `#include "x.glsl"` resolves next to the including file first, then in
-//!   `shaders/common/`; `#include <x.glsl>` resolves in `shaders/common/` only.
+//!   `shaders/common/`, then among the generated headers; `#include
+//!   <x.glsl>` skips the first.
+//! - Generated header: `op_codes.glsl`, the op codes of `src/op_codes.rs`
+//!   (included here) as GLSL `#define`s.
 //! - Optimisation is on and warnings are errors; a failing shader fails the build
 //!   with shaderc's message.
-//! - Variants are data (`build/variants.rs`): ops compiled once, and the
-//!   weight-reading ops compiled once per entry of `WEIGHT_TYPES`
-//!   (`src/ggml_type.rs`, included here). A `.comp` file named there by no
-//!   variant is compiled once under its file stem.
+//! - Variants are data (`build/variants.rs`): kernel families, each
+//!   compiled at every point of its axes (weight type of `WEIGHT_TYPES` in
+//!   `src/ggml_type.rs` and KV cache type of `KV_TYPES` in
+//!   `src/kv_type.rs`, both included here; activation format; plain or
+//!   subgroup; fault). A `.comp` file named there by no family is
+//!   compiled once under its file stem.
 //! - A small SPIR-V reflection pass (`build/reflect.rs`) records, per shader,
 //!   the storage-buffer bindings of set 0 (and whether each is read-only /
 //!   write-only), the size of the push-constant block and the workgroup size,
 //!   so that the pipeline layout comes from the shader itself and Rust's
 //!   push-constant mirrors can be checked.
-//! - Besides one constant per variant, the table has, per weight-reading op,
-//!   an array of its variants indexed as `WEIGHT_TYPES` (`by_type::MATVEC`).
+//! - Besides one constant per variant, the table has, per weight-reading
+//!   family, an array of its variants indexed as `WEIGHT_TYPES`
+//!   (`by_type::MATVEC`), and per family over the KV cache type one indexed
+//!   as `KvType` (`by_kv::ATTENTION`).
 
 #[allow(dead_code)]
 #[path = "src/ggml_type.rs"]
 mod ggml_type;
+#[allow(dead_code)]
+#[path = "src/kv_type.rs"]
+mod kv_type;
+#[allow(dead_code)]
+#[path = "src/op_codes.rs"]
+mod op_codes;
 #[path = "build/reflect.rs"]
 mod reflect;
 #[path = "build/variants.rs"]
@@ -31,8 +44,9 @@ use std::path::{Path, PathBuf};
 use std::{env, fs};
 
 use ggml_type::WEIGHT_TYPES;
+use kv_type::KV_TYPES;
 use reflect::{reflect, Access};
-use variants::Variant;
+use variants::{Grouped, Variant};
 
 /// The Vulkan version the SPIR-V targets (SPIR-V 1.5). The context requires a
 /// device of at least this version.
@@ -57,11 +71,19 @@ fn run() -> Result<(), String> {
     let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     let spv_dir = out_dir.join("shaders");
     fs::create_dir_all(&spv_dir).map_err(|e| format!("{}: {e}", spv_dir.display()))?;
+    let generated_dir = out_dir.join("glsl");
+    fs::create_dir_all(&generated_dir).map_err(|e| format!("{}: {e}", generated_dir.display()))?;
+    write_if_changed(
+        &generated_dir.join("op_codes.glsl"),
+        op_codes_glsl().as_bytes(),
+    )?;
     let big_endian = env::var("CARGO_CFG_TARGET_ENDIAN").as_deref() == Ok("big");
 
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build");
     println!("cargo:rerun-if-changed=src/ggml_type.rs");
+    println!("cargo:rerun-if-changed=src/kv_type.rs");
+    println!("cargo:rerun-if-changed=src/op_codes.rs");
     println!("cargo:rerun-if-changed={}", shader_dir.display());
     for file in files_under(&shader_dir)? {
         println!("cargo:rerun-if-changed={}", file.display());
@@ -98,6 +120,8 @@ fn run() -> Result<(), String> {
                 name: stem,
                 source: file.clone(),
                 defines: Vec::new(),
+                by_type: None,
+                by_kv: None,
             });
         }
     }
@@ -136,15 +160,9 @@ fn run() -> Result<(), String> {
             options.add_macro_definition(key, Some(value));
         }
         let root_for_includes = root.clone();
-        let common_for_includes = common_dir.clone();
+        let dirs = [common_dir.clone(), generated_dir.clone()];
         options.set_include_callback(move |requested, kind, requesting, _depth| {
-            resolve_include(
-                &root_for_includes,
-                &common_for_includes,
-                requested,
-                kind,
-                requesting,
-            )
+            resolve_include(&root_for_includes, &dirs, requested, kind, requesting)
         });
         let display_name = format!("shaders/{}", v.source);
         let artifact = compiler
@@ -227,65 +245,106 @@ fn run() -> Result<(), String> {
         all.join(", ")
     )
     .map_err(|e| e.to_string())?;
-    by_type_arrays(&mut table).map_err(|e| e.to_string())?;
+    grouped_arrays(
+        &mut table,
+        &variants,
+        |v| v.by_type.as_ref(),
+        "by_type",
+        "The weight-reading families' variants, one array per family, indexed as\n\
+         /// [`crate::ggml_type::WEIGHT_TYPES`] ([`crate::ggml_type::weight_index`]).",
+        (WEIGHT_TYPES.len(), "WEIGHT_TYPES.len()"),
+        "\n    use crate::ggml_type::WEIGHT_TYPES;",
+    )
+    .map_err(|e| e.to_string())?;
+    grouped_arrays(
+        &mut table,
+        &variants,
+        |v| v.by_kv.as_ref(),
+        "by_kv",
+        "The variants of the families over the KV cache type, one array per\n\
+         /// family, indexed as [`crate::kv_type::KV_TYPES`] ([`crate::kv_type::KvType::index`]).",
+        (KV_TYPES.len(), &KV_TYPES.len().to_string()),
+        "",
+    )
+    .map_err(|e| e.to_string())?;
     write_if_changed(&out_dir.join("shaders.rs"), table.as_bytes())
 }
 
-/// `pub mod by_type`: per weight-reading op, its variants indexed as
-/// `WEIGHT_TYPES`.
-fn by_type_arrays(table: &mut String) -> std::fmt::Result {
+/// The GLSL header of the op codes (`#define UNARY_SCALE 0u`: macros, so
+/// that a kernel's SPIR-V holds only the codes it compares with).
+fn op_codes_glsl() -> String {
+    let mut out = String::from(
+        "// @generated by engine/build.rs from engine/src/op_codes.rs; do not edit.\n\
+         #ifndef SHARPI_OP_CODES_GLSL\n#define SHARPI_OP_CODES_GLSL\n",
+    );
+    for (name, code) in op_codes::ALL {
+        out.push_str(&format!("#define {name} {code}u\n"));
+    }
+    out.push_str("#endif\n");
+    out
+}
+
+/// `pub mod {module}`: per family over one axis, its variants indexed along
+/// it (`group` gives a variant's place), `len.0` entries each (written
+/// `len.1`; `None` where a family lacks the axis value).
+fn grouped_arrays(
+    table: &mut String,
+    variants: &[Variant],
+    group: impl Fn(&Variant) -> Option<&Grouped>,
+    module: &str,
+    doc: &str,
+    len: (usize, &str),
+    import: &str,
+) -> std::fmt::Result {
     writeln!(
         table,
-        "/// The weight-reading ops' variants, one array per op, indexed as\n\
-         /// [`crate::ggml_type::WEIGHT_TYPES`] ([`crate::ggml_type::weight_index`]).\n\
-         pub mod by_type {{\n    \
-             use super::*;\n    \
-             use crate::ggml_type::WEIGHT_TYPES;\n"
+        "/// {doc}\npub mod {module} {{\n    #[allow(unused_imports)]\n    use super::*;{import}\n"
     )?;
-    for op in variants::PER_TYPE {
-        let (shaders, item): (Vec<String>, &str) = match op.only {
-            None => (
-                WEIGHT_TYPES
-                    .iter()
-                    .map(|&ty| {
-                        format!("&{}_{}", op.name, variants::type_suffix(ty)).to_ascii_uppercase()
-                    })
-                    .collect(),
-                "&Shader",
-            ),
-            Some(only) => (
-                WEIGHT_TYPES
-                    .iter()
-                    .map(|&ty| {
-                        if only(ty) {
-                            format!(
-                                "Some(&{}_{})",
-                                op.name.to_ascii_uppercase(),
-                                variants::type_suffix(ty).to_ascii_uppercase()
-                            )
-                        } else {
-                            "None".to_string()
-                        }
-                    })
-                    .collect(),
-                "Option<&Shader>",
-            ),
+    // Arrays in the order of their first variant: name, whether whole, and
+    // (index, constant) of each member.
+    type Array<'a> = (&'a str, bool, Vec<(usize, String)>);
+    let mut arrays: Vec<Array> = Vec::new();
+    for v in variants {
+        let Some(g) = group(v) else { continue };
+        let at = match arrays.iter().position(|a| a.0 == g.array) {
+            Some(at) => at,
+            None => {
+                arrays.push((&g.array, g.whole, Vec::new()));
+                arrays.len() - 1
+            }
         };
+        arrays[at].2.push((g.index, v.name.to_ascii_uppercase()));
+    }
+    for (array, whole, members) in arrays {
+        let list: Vec<String> = (0..len.0)
+            .map(|i| {
+                let member = members.iter().find(|m| m.0 == i).map(|m| &m.1);
+                match (whole, member) {
+                    (true, Some(m)) => format!("&{m}"),
+                    (false, Some(m)) => format!("Some(&{m})"),
+                    (_, None) => "None".to_string(),
+                }
+            })
+            .collect();
+        let item = if whole { "&Shader" } else { "Option<&Shader>" };
         writeln!(
             table,
-            "    /// `{name}_*`.\n    \
-             pub const {upper}: [{item}; WEIGHT_TYPES.len()] = [{list}];",
-            name = op.name,
-            upper = op.name.to_ascii_uppercase(),
-            list = shaders.join(", ")
+            "    /// `{array}` by index.\n    \
+             pub const {upper}: [{item}; {len}] = [{list}];",
+            len = len.1,
+            upper = array.to_ascii_uppercase(),
+            list = list.join(", ")
         )?;
     }
     writeln!(table, "}}")
 }
 
+/// An include's file: next to `requesting` (a relative include only), else
+/// in the first of `dirs` (shaders/common/, the generated headers') that
+/// has it.
 fn resolve_include(
     root: &Path,
-    common: &Path,
+    dirs: &[PathBuf],
     requested: &str,
     kind: shaderc::IncludeType,
     requesting: &str,
@@ -296,7 +355,7 @@ fn resolve_include(
             candidates.push(dir.join(requested));
         }
     }
-    candidates.push(common.join(requested));
+    candidates.extend(dirs.iter().map(|d| d.join(requested)));
     for path in candidates {
         if path.is_file() {
             let content =
@@ -313,7 +372,8 @@ fn resolve_include(
         }
     }
     Err(format!(
-        "cannot find include `{requested}` (looked next to {requesting} and in shaders/common/)"
+        "cannot find include `{requested}` (looked next to {requesting}, in shaders/common/ \
+         and among the generated headers)"
     ))
 }
 

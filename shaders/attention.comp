@@ -10,7 +10,7 @@
 // the running output: invocation i accumulates output dimensions i, i + WG,
 // ... (at most ACC of them) over the tile's keys from shared memory.
 //
-// Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
+// Variants: the cache's element type (kv.glsl: f32 or KV_F16).
 // SPLIT (split-K, for decode at long context): workgroup z = s of n_split
 // takes the s-th of n_split equal runs of the visible positions and writes
 // its running max, sum and unnormalised output (m, l, acc[head_dim_v]) as
@@ -59,18 +59,10 @@
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
-#ifdef KV_F16
-layout(set = 0, binding = 1, std430) readonly buffer K { uint kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer V { uint vc[]; };
-// The K cache again, 16 bytes a read: eight halves, low first.
-layout(set = 0, binding = 1, std430) readonly buffer K4 { uvec4 kc4[]; };
-#define KVEC 8u
-#else
-layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
-layout(set = 0, binding = 1, std430) readonly buffer K4 { vec4 kc4[]; };
-#define KVEC 4u
-#endif
+layout(set = 0, binding = 1, std430) readonly buffer K { KV_WORD kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V { KV_WORD vc[]; };
+// The K cache again, 16 bytes (KVEC elements) a read.
+layout(set = 0, binding = 1, std430) readonly buffer K4 { KV_VEC kc4[]; };
 // Key elements in flight at once. (Measured on the H200,
 // Gemma-3-270M tg128 at depth 2048: the values' loop below with each
 // invocation's dimensions together, 8 or 16 keys' values of each in
@@ -200,25 +192,8 @@ shared vec4 sq[MAX_DK / 4];
 shared vec4 sp[WG / 4];
 shared float red[WG]; // reduction scratch
 
-#ifdef KV_F16
-float v_at(uint e) {
-    vec2 h = unpackHalf2x16(vc[e >> 1]);
-    return (e & 1u) == 0u ? h.x : h.y;
-}
-
-float k_at(uint e) {
-    vec2 h = unpackHalf2x16(kc[e >> 1]);
-    return (e & 1u) == 0u ? h.x : h.y;
-}
-#else
-float v_at(uint e) {
-    return vc[e];
-}
-
-float k_at(uint e) {
-    return kc[e];
-}
-#endif
+KV_ELEMENT_FN(v_at, vc)
+KV_ELEMENT_FN(k_at, kc)
 
 // The scores of a tile's keys j0 .. j0 + n: invocation tid < n gets
 // q . K[j0 + tid], summed over the dimensions in order as the CPU does
@@ -233,29 +208,13 @@ float tile_dots(uint j0, uint n, uint kbase, uint tid) {
         uint i = 0u;
         if (base % KVEC == 0u) {
             for (; i + RUN_K <= dk; i += RUN_K) {
-#ifdef KV_F16
-                uvec4 kv[RUN_K / KVEC];
-#else
-                vec4 kv[RUN_K / KVEC];
-#endif
+                KV_VEC kv[RUN_K / KVEC];
                 for (uint u = 0u; u < RUN_K / KVEC; u++) {
                     kv[u] = kc4[(base + i) / KVEC + u];
                 }
                 for (uint u = 0u; u < RUN_K / KVEC; u++) {
                     uint e = i + KVEC * u;
-#ifdef KV_F16
-                    for (uint w = 0u; w < 4u; w++) {
-                        vec2 h = unpackHalf2x16(kv[u][w]);
-                        s += sq[(e + 2u * w) >> 2][(e + 2u * w) & 3u] * h.x;
-                        s += sq[(e + 2u * w + 1u) >> 2][(e + 2u * w + 1u) & 3u] * h.y;
-                    }
-#else
-                    vec4 q4 = sq[e >> 2]; // e % 4 == 0
-                    s += q4.x * kv[u].x;
-                    s += q4.y * kv[u].y;
-                    s += q4.z * kv[u].z;
-                    s += q4.w * kv[u].w;
-#endif
+                    KV_VEC_DOT(s, sq, kv[u], e)
                 }
             }
         }

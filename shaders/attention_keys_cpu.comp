@@ -13,7 +13,7 @@
 // have run 65535 iterations (its loop limiter is one counter per
 // invocation), so only the key loop is one (at most 65535 keys per lane).
 //
-// Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
+// Variants: the cache's element type (kv.glsl: f32 or KV_F16).
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
 // 3 = out (written), 4 = step words (read: the first row's position).
 // Push: AttnPush.
@@ -34,27 +34,10 @@
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
-#ifdef KV_F16
-layout(set = 0, binding = 1, std430) readonly buffer K { uvec2 kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer V { uvec2 vc[]; };
-vec4 k4(uint e) {
-    uvec2 w = kc[e >> 2];
-    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-}
-vec4 v4(uint e) {
-    uvec2 w = vc[e >> 2];
-    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-}
-#else
-layout(set = 0, binding = 1, std430) readonly buffer K { vec4 kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer V { vec4 vc[]; };
-vec4 k4(uint e) {
-    return kc[e >> 2];
-}
-vec4 v4(uint e) {
-    return vc[e >> 2];
-}
-#endif
+layout(set = 0, binding = 1, std430) readonly buffer K { KV_WORD4 kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V { KV_WORD4 vc[]; };
+KV_ELEMENT4_FN(k4, kc)
+KV_ELEMENT4_FN(v4, vc)
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
 STEP_WORDS(4)
 

@@ -26,7 +26,7 @@
 //   values:  lane j accumulates output dimensions j, j + DC, ... of the
 //            set's rows, DC dimensions of values staged at a time, while
 //            invocation r < BR sums row r's weights (the tree) into l.
-// Variants: KV_F16 (cache words hold two halves, low first) or f32 cache.
+// Variants: the cache's element type (kv.glsl: f32 or KV_F16).
 // Bindings: 0 = q (read), 1 = K cache (read), 2 = V cache (read),
 // 3 = out (written), 4 = step words (read: the first row's position).
 // Push: AttnPush. Limits (checked on the host): head_dim_k and head_dim_v
@@ -57,13 +57,8 @@
 layout(local_size_x = WGS, local_size_y = 1, local_size_z = 1) in;
 
 layout(set = 0, binding = 0, std430) readonly buffer Q { float q[]; };
-#ifdef KV_F16
-layout(set = 0, binding = 1, std430) readonly buffer K { uint kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer V { uint vc[]; };
-#else
-layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
-layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
-#endif
+layout(set = 0, binding = 1, std430) readonly buffer K { KV_WORD kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V { KV_WORD vc[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float o[]; };
 STEP_WORDS(4)
 
@@ -85,25 +80,8 @@ shared float row_m_new[BR];
 shared float row_alpha[BR];
 shared float row_inv[BR]; // 1 / l at the end
 
-#ifdef KV_F16
-float k_at(uint e) {
-    vec2 h = unpackHalf2x16(kc[e >> 1]);
-    return (e & 1u) == 0u ? h.x : h.y;
-}
-
-float v_at(uint e) {
-    vec2 h = unpackHalf2x16(vc[e >> 1]);
-    return (e & 1u) == 0u ? h.x : h.y;
-}
-#else
-float k_at(uint e) {
-    return kc[e];
-}
-
-float v_at(uint e) {
-    return vc[e];
-}
-#endif
+KV_ELEMENT_FN(k_at, kc)
+KV_ELEMENT_FN(v_at, vc)
 
 // Cache elements each invocation stages per chunk.
 #define PER (TK * DC / WGS)

@@ -18,11 +18,7 @@
 #include "index.glsl"
 #include "math.glsl"
 #include "glu.glsl"
-
-const uint BINARY_ADD = 0u;
-const uint BINARY_MUL = 1u;
-const uint BINARY_SWIGLU = 2u;
-const uint BINARY_GEGLU = 3u;
+#include "op_codes.glsl"
 
 layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 

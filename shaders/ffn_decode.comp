@@ -160,7 +160,7 @@ void main() {
     if (tid < UB) {
         float gv = row_sums[tid];
         float uv = row_sums[UB + tid];
-        float y = f.op == 0u ? swiglu(gv, uv) : geglu(gv, uv);
+        float y = f.op == GLU_SWIGLU ? swiglu(gv, uv) : geglu(gv, uv);
         O[p.out_offset + row0 + tid] = y;
         O2[f.res_offset + row0 + tid] = uv;
         row_vals[RV(tid)] = y;

@@ -16,8 +16,7 @@
 #include "index.glsl"
 #include "glu.glsl"
 #include "act.glsl"
-
-const uint BINARY_SWIGLU = 2u;
+#include "op_codes.glsl"
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 

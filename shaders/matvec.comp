@@ -213,6 +213,7 @@ shared bool post_last; // this workgroup counted last
 #endif
 #ifdef EPI_ROPE
 #include "rope.glsl"
+#include "kv.glsl"
 #include "step.glsl"
 #ifdef PRO_OUT
 STEP_WORDS(5)
@@ -294,7 +295,7 @@ void prologue(uint tid, bool first) {
 #elif defined(PRO_GLU)
         float a = XS[f.src_offset + c];
         float b = AUX[f.aux_offset + c];
-        float y = f.op == 0u ? swiglu(a, b) : geglu(a, b);
+        float y = f.op == GLU_SWIGLU ? swiglu(a, b) : geglu(a, b);
 #else
         float y = XS[f.src_offset + c];
 #endif
@@ -540,7 +541,7 @@ void main() {
     if (lane == 0u && r < RP && row < rows_n) {
         float g = red[tid];
         float u = red[tid + RP * TPR];
-        O[oo + row] = f.op == 0u ? swiglu(g, u) : geglu(g, u);
+        O[oo + row] = f.op == GLU_SWIGLU ? swiglu(g, u) : geglu(g, u);
         O2[f.res_offset + p.col0 + row] = u;
     }
 #elif defined(EPI_ROPE)
@@ -585,12 +586,7 @@ void main() {
         OUT_AT(oo + row, y0);
         OUT_AT(oo + row + 1u, y1);
         uint cb = step_words[kv_pos_at] * kv_width + e0;
-        if (kv == 1u) {
-            CACHE_AT(cb, floatBitsToUint(y0));
-            CACHE_AT(cb + 1u, floatBitsToUint(y1));
-        } else if (kv == 2u) {
-            CACHE_AT(cb / 2u, f32_to_f16_rne(y0) | (f32_to_f16_rne(y1) << 16));
-        }
+        KV_STORE_PAIR_BY_CODE(kv, CACHE_AT, cb, y0, y1)
     }
 #else
     if (lane == 0u && row < p.rows) {

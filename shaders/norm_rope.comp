@@ -18,6 +18,7 @@
 
 #include "elementwise.glsl"
 #include "rope.glsl"
+#include "kv.glsl"
 #include "step.glsl"
 
 #define WG 128
@@ -93,16 +94,6 @@ void main() {
             o[ob + pr[j].x] = y[j].x;
             o[ob + pr[j].y] = y[j].y;
         }
-        if (r.kv == 1u) {
-            for (uint j = 0u; j < 2u; j++) {
-                cache[cb + pr[j].x] = floatBitsToUint(y[j].x);
-                cache[cb + pr[j].y] = floatBitsToUint(y[j].y);
-            }
-        } else if (r.kv == 2u) {
-            uvec2 at;
-            uvec2 words = rope_f16_words(cb, pr[0], pr[1], vec4(y[0], y[1]), neox, at);
-            cache[at.x] = words.x;
-            cache[at.y] = words.y;
-        }
+        KV_STORE_PAIRS_BY_CODE(r.kv, cache, cb, pr, y, neox)
     }
 }

@@ -16,6 +16,7 @@
 
 #include "elementwise.glsl"
 #include "rope.glsl"
+#include "kv.glsl"
 #include "index.glsl"
 #include "step.glsl"
 
@@ -26,11 +27,7 @@ STEP_WORDS(1)
 
 #ifdef KV_WRITE
 #define PAIRS 2u
-#ifdef KV_F16
-layout(set = 0, binding = 2, std430) writeonly buffer Kv { uint cache[]; };
-#else
-layout(set = 0, binding = 2, std430) writeonly buffer Kv { float cache[]; };
-#endif
+layout(set = 0, binding = 2, std430) writeonly buffer Kv { KV_WORD cache[]; };
 layout(push_constant) uniform Push {
     RopePush p;
     uint kv_pos_at;
@@ -70,17 +67,7 @@ void main() {
             x[row + pr[j].y] = y[j].y;
         }
 #ifdef KV_WRITE
-#ifdef KV_F16
-        uvec2 at;
-        uvec2 words = rope_f16_words(cb, pr[0], pr[1], vec4(y[0], y[1]), neox, at);
-        cache[at.x] = words.x;
-        cache[at.y] = words.y;
-#else
-        for (uint j = 0u; j < PAIRS; j++) {
-            cache[cb + pr[j].x] = y[j].x;
-            cache[cb + pr[j].y] = y[j].y;
-        }
-#endif
+        KV_STORE_PAIRS(cache, cb, pr, y, PAIRS, neox)
 #endif
     }
 }

@@ -9,9 +9,7 @@
 #include "elementwise.glsl"
 #include "index.glsl"
 #include "math.glsl"
-
-const uint UNARY_SCALE = 0u;
-const uint UNARY_SOFTCAP = 1u;
+#include "op_codes.glsl"
 
 layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 

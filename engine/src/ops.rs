@@ -167,15 +167,7 @@ pub struct Weight(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Kv(pub u32);
 
-/// Element type of a KV cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KvType {
-    /// f32: what the reference captures use; the default.
-    #[default]
-    F32,
-    /// IEEE half: K and V rounded to nearest-even f16 when written.
-    F16,
-}
+pub use crate::kv_type::KvType;
 
 /// Where a weight's bytes come from: a tensor of a mapped GGUF file (no
 /// copy) or bytes in memory (tests, synthetic models).

@@ -1,14 +1,16 @@
-// Push-constant blocks and f16 helpers of the attention op (kv_write.comp,
-// attention.comp). Mirrored by the #[repr(C)] structs in
+// Push-constant blocks and softmax helpers of the attention op
+// (kv_write.comp, attention.comp). Mirrored by the #[repr(C)] structs in
 // engine/src/vulkan/backend/op_attention.rs (sizes checked at compile time).
 #ifndef SHARPI_ATTENTION_GLSL
 #define SHARPI_ATTENTION_GLSL
 
 #include "math.glsl"
+#include "kv.glsl"
 
 // kv_write.comp: `rows` rows of `width` elements from src[src_offset..] into
 // the cache (row-major [n_ctx, width]) at position step_words[pos_at], so
-// cache elements e0 = pos * width .. e1 = e0 + rows * width. f32 cache: one
+// cache elements e0 = pos * width .. e1 = e0 + rows * width, as kv.glsl's
+// KV_WRITE_RANGE stores the cache's element type. f32 cache: one
 // invocation per element. f16 cache (KV_F16): rounded to nearest even, one
 // invocation per 32-bit word from word e0 / 2 (rows * width / 2 + 1 of them,
 // the most the range can touch); a half outside e0..e1 keeps its old value.
@@ -23,23 +25,13 @@ struct KvWritePush {
 // attention_cpu.comp: one invocation per (row t = x, head h = y).
 // q [T, n_head * head_dim_k] from q_offset, out [T, n_head * head_dim_v] from
 // out_offset (elements); K cache [n_ctx, k_width], V cache [n_ctx, v_width].
-// window 0 = none; softcap 0 = none.
-// A query element as the kernels read it: with an f16 cache rounded to f16
-// (ties to even), as llama.cpp's CPU rounds the activation it multiplies an
-// F16 cache with, so that every product q·k is that of two halves, exact in
-// f32. (llama.cpp also rounds the normalised probabilities before V·p; the
-// online softmax here weighs V before it knows the row's sum, so that
-// rounding, relative 2^-12 per weight, is left out: docs/harness.md.)
-#ifdef KV_F16
-#define Q_IN(x) round_f16(x)
-#else
-#define Q_IN(x) (x)
-#endif
+// window 0 = none; softcap 0 = none. The cache's elements and the query
+// element as the products with them take it (Q_IN): kv.glsl.
 
 // The running max of the online softmax (m) starts at MAX_START and a new
 // one is RUNNING_MAX(m_new). FAULT_SOFTMAX_UNSHIFTED (only in the variants
-// of the fault-injection feature: engine/build/variants.rs FAULT, fault
-// `gpu-softmax-unshifted`) holds it at 0: exp(s) unshifted, the same
+// of the fault-injection feature: the `unshifted` twins of
+// engine/build/variants.rs, fault `gpu-softmax-unshifted`) holds it at 0: exp(s) unshifted, the same
 // numbers while the scores are small, inf / NaN once one passes ~88.7.
 #ifdef FAULT_SOFTMAX_UNSHIFTED
 #define MAX_START 0.0

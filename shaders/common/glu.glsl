@@ -1,10 +1,12 @@
 // The gated units of binary.comp and glu_quant.comp: SwiGLU silu(g) * u,
 // silu(g) = g / (1 + exp(-g)); GeGLU gelu_tanh(g) * u as ggml's CPU computes
-// it (see binary.comp).
+// it (see binary.comp). The codes that choose between them (GLU_*, BINARY_*)
+// are in the generated op_codes.glsl (engine/src/op_codes.rs).
 #ifndef SHARPI_GLU_GLSL
 #define SHARPI_GLU_GLSL
 
 #include "math.glsl"
+#include "op_codes.glsl"
 
 float silu(float g) {
     precise float y = g / (1.0 + exp(-g));

@@ -78,10 +78,7 @@ impl ModelBytes {
             .collect();
         let buf =
             |rows: usize, width: usize, bytes: usize| (rows * width * bytes) as u64 + BUFFER_SLACK;
-        let eb = match kv_type {
-            KvType::F32 => 4,
-            KvType::F16 => 2,
-        };
+        let eb = kv_type.elem_bytes();
         // Scratch (see [`Scratch::widths`]) and the hidden state.
         let scratch: u64 = Scratch::widths(hp)
             .iter()

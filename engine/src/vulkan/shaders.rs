@@ -1,7 +1,9 @@
 //! The compiled shader table: one [`Shader`] constant per variant that
 //! `engine/build.rs` compiled from `shaders/` (e.g. [`BINARY`]), plus [`ALL`]
-//! and, per weight-reading op, its variants in an array indexed as
-//! [`crate::ggml_type::WEIGHT_TYPES`] ([`by_type`]).
+//! and, per kernel family with the weight-type axis, its variants in an
+//! array indexed as [`crate::ggml_type::WEIGHT_TYPES`] ([`by_type`]); per
+//! family with the KV-type axis, one indexed as
+//! [`crate::kv_type::KV_TYPES`] ([`by_kv`]).
 
 /// How a shader accesses one storage-buffer binding (from SPIR-V decorations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +86,42 @@ mod tests {
             assert_eq!(by_name(shader.name).unwrap().index, i);
         }
         assert!(by_name("no-such-shader").is_none());
+    }
+
+    #[test]
+    fn by_kv_arrays_are_indexed_as_kv_types() {
+        use crate::kv_type::KV_TYPES;
+        let families = [
+            by_kv::ATTENTION,
+            by_kv::ATTENTION_ROWS,
+            by_kv::ATTENTION_SPLIT,
+            by_kv::ATTENTION_CPU,
+            by_kv::ATTENTION_KEYS_CPU,
+            by_kv::KV_WRITE,
+            by_kv::ROPE_KV,
+        ];
+        for ty in KV_TYPES {
+            assert_eq!(
+                by_kv::ATTENTION[ty.index()].name,
+                format!("attention_{}", ty.name())
+            );
+            assert_eq!(
+                by_kv::KV_WRITE[ty.index()].name,
+                format!("kv_write_{}", ty.name())
+            );
+            for family in families {
+                let shader = family[ty.index()];
+                let defined = |d: &str| shader.defines.iter().any(|(k, _)| *k == d);
+                for other in KV_TYPES.into_iter().filter_map(|t| t.define()) {
+                    assert_eq!(
+                        defined(other),
+                        ty.define() == Some(other),
+                        "{}",
+                        shader.name
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -354,11 +354,8 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         return;
     }
     let n = src.rows() * width;
-    let (shader, invocations) = match kv.ty {
-        KvType::F32 => (&shaders::KV_WRITE_F32, n),
-        // The words elements e0..e0 + n touch: n / 2 + 1 at most.
-        KvType::F16 => (&shaders::KV_WRITE_F16, n / 2 + 1),
-    };
+    let shader = shaders::by_kv::KV_WRITE[kv.ty.index()];
+    let invocations = kv.ty.write_invocations(n);
     let push = KvWritePush {
         rows: u32_of(src.rows(), "rows"),
         width: u32_of(width, "cache width"),
@@ -413,10 +410,7 @@ fn fuse_rope_into_write(
     {
         return false;
     }
-    let fused = match kv.ty {
-        KvType::F32 => &shaders::ROPE_KV_F32,
-        KvType::F16 => &shaders::ROPE_KV_F16,
-    };
+    let fused = shaders::by_kv::ROPE_KV[kv.ty.index()];
     // Both positions: the inbox words from the lower to the higher.
     let steps = Bind::steps(rope_pos_at, pos_at);
     let dst = Bind {
@@ -523,17 +517,14 @@ pub(super) fn attention(
             return;
         }
     }
-    let shader = match (c.ty, kernel) {
-        (KvType::F32, Kernel::Shared) => &shaders::ATTENTION_F32,
-        (KvType::F16, Kernel::Shared) => &shaders::ATTENTION_F16,
-        (KvType::F32, Kernel::SharedRows) => &shaders::ATTENTION_F32_ROWS,
-        (KvType::F16, Kernel::SharedRows) => &shaders::ATTENTION_F16_ROWS,
-        (_, Kernel::Coop { .. }) => unreachable!("recorded by coop_split"),
-        (KvType::F32, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F32,
-        (KvType::F16, Kernel::CpuRows) => &shaders::ATTENTION_CPU_F16,
-        (KvType::F32, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F32,
-        (KvType::F16, Kernel::CpuKeys) => &shaders::ATTENTION_KEYS_CPU_F16,
+    let by_kv = match kernel {
+        Kernel::Shared => shaders::by_kv::ATTENTION,
+        Kernel::SharedRows => shaders::by_kv::ATTENTION_ROWS,
+        Kernel::Coop { .. } => unreachable!("recorded by coop_split"),
+        Kernel::CpuRows => shaders::by_kv::ATTENTION_CPU,
+        Kernel::CpuKeys => shaders::by_kv::ATTENTION_KEYS_CPU,
     };
+    let shader = by_kv[c.ty.index()];
     #[cfg(feature = "fault-injection")]
     let shader = if fault::active("gpu-softmax-unshifted") {
         unshifted(shader)
@@ -618,10 +609,7 @@ fn split_k(
     part: Partials,
     n_split: usize,
 ) {
-    let shader = match c.ty {
-        KvType::F32 => &shaders::ATTENTION_F32_SPLIT,
-        KvType::F16 => &shaders::ATTENTION_F16_SPLIT,
-    };
+    let shader = shaders::by_kv::ATTENTION_SPLIT[c.ty.index()];
     #[cfg(feature = "fault-injection")]
     let shader = if fault::active("gpu-softmax-unshifted") {
         unshifted(shader)
@@ -735,57 +723,11 @@ fn coop_split(
 }
 
 /// The variant of an attention shader whose online softmax skips the
-/// max subtraction (fault `gpu-softmax-unshifted`; engine/build/variants.rs
-/// `FAULT`, compiled only with the feature).
+/// max subtraction (fault `gpu-softmax-unshifted`: the `unshifted` twins of
+/// engine/build/variants.rs, compiled only with the feature).
 #[cfg(feature = "fault-injection")]
 fn unshifted(s: &'static shaders::Shader) -> &'static shaders::Shader {
-    [
-        (&shaders::ATTENTION_F32, &shaders::ATTENTION_F32_UNSHIFTED),
-        (&shaders::ATTENTION_F16, &shaders::ATTENTION_F16_UNSHIFTED),
-        (
-            &shaders::ATTENTION_F32_ROWS,
-            &shaders::ATTENTION_F32_ROWS_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_F16_ROWS,
-            &shaders::ATTENTION_F16_ROWS_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_COOP_D64,
-            &shaders::ATTENTION_COOP_D64_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_COOP_D128,
-            &shaders::ATTENTION_COOP_D128_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_F32_SPLIT,
-            &shaders::ATTENTION_F32_SPLIT_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_F16_SPLIT,
-            &shaders::ATTENTION_F16_SPLIT_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_CPU_F32,
-            &shaders::ATTENTION_CPU_F32_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_CPU_F16,
-            &shaders::ATTENTION_CPU_F16_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_KEYS_CPU_F32,
-            &shaders::ATTENTION_KEYS_CPU_F32_UNSHIFTED,
-        ),
-        (
-            &shaders::ATTENTION_KEYS_CPU_F16,
-            &shaders::ATTENTION_KEYS_CPU_F16_UNSHIFTED,
-        ),
-    ]
-    .into_iter()
-    .find(|(clean, _)| clean.index == s.index)
-    .map_or(s, |(_, faulty)| faulty)
+    shaders::by_name(&format!("{}_unshifted", s.name)).unwrap_or(s)
 }
 
 #[cfg(feature = "fault-injection")]

@@ -5,6 +5,7 @@
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::GgmlType;
+use crate::op_codes;
 use crate::ops::{Act, BinaryOp, GluKind, RopeParams, RopeStyle, UnaryOp, Weight};
 use crate::vulkan::{shaders, BinaryPush, PushConstants, Shader};
 
@@ -204,10 +205,10 @@ fn overlap(a: (u32, &std::ops::Range<u64>), b: (u32, &std::ops::Range<u64>)) -> 
 /// The op's code in `shaders/binary.comp` (`BINARY_*`).
 fn binary_code(op: BinaryOp) -> u32 {
     match op {
-        BinaryOp::Add => 0,
-        BinaryOp::Mul => 1,
-        BinaryOp::Glu(GluKind::SwiGlu) => 2,
-        BinaryOp::Glu(GluKind::GeGluTanh) => 3,
+        BinaryOp::Add => op_codes::BINARY_ADD,
+        BinaryOp::Mul => op_codes::BINARY_MUL,
+        BinaryOp::Glu(GluKind::SwiGlu) => op_codes::BINARY_SWIGLU,
+        BinaryOp::Glu(GluKind::GeGluTanh) => op_codes::BINARY_GEGLU,
     }
 }
 
@@ -242,9 +243,9 @@ pub(super) fn unary(b: &mut VulkanBackend, op: UnaryOp, x: Act) {
         }
     }
     let (code, a, c) = match op {
-        UnaryOp::Scale(s) => (0, s, 0.0),
+        UnaryOp::Scale(s) => (op_codes::UNARY_SCALE, s, 0.0),
         // `1 / cap` rounded to f32 on the host, as the CPU does.
-        UnaryOp::Softcap(cap) => (1, 1.0 / cap, cap),
+        UnaryOp::Softcap(cap) => (op_codes::UNARY_SOFTCAP, 1.0 / cap, cap),
     };
     let n = x.len() as u32;
     let push = UnaryPush {

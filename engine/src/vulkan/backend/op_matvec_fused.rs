@@ -555,8 +555,8 @@ pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: 
     push[out_at..out_at + 4].copy_from_slice(&gate_push[out_at..out_at + 4]);
     push[res_at..res_at + 4].copy_from_slice(&up_push[out_at..out_at + 4]);
     let op: u32 = match kind {
-        GluKind::SwiGlu => 0,
-        GluKind::GeGluTanh => 1,
+        GluKind::SwiGlu => crate::op_codes::GLU_SWIGLU,
+        GluKind::GeGluTanh => crate::op_codes::GLU_GEGLU,
     };
     push[op_at..op_at + 4].copy_from_slice(&op.to_le_bytes());
     let shader = variants(b, Kind::NormOutGlu)[t1].expect("every family has the same types");

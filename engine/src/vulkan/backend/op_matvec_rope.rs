@@ -162,6 +162,9 @@ pub(super) fn kv_into_matvec(
     {
         return false;
     }
+    let Some(code) = ty.cache_code() else {
+        return false;
+    };
     let xb = Bind::act(src);
     let kinds = [Kind::Norm, Kind::NormOut, Kind::NormRope, Kind::NormOutRope];
     let Some((j, kind, t)) = writer_of(b, &xb, &kinds) else {
@@ -191,10 +194,7 @@ pub(super) fn kv_into_matvec(
     if epi.rope == 0 {
         epi.pos_at = pos_at;
     }
-    epi.kv = match ty {
-        KvType::F32 => 1,
-        KvType::F16 => 2,
-    };
+    epi.kv = code;
     epi.kv_pos_at = pos_at;
     epi.kv_width = u32::try_from(width).expect("a cache row width fits u32");
     push_epi(&mut push, &epi);

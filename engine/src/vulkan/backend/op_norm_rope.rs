@@ -157,6 +157,9 @@ pub(super) fn kv_into_norm_rope(
     if !b.norm_rope || src.width() != width {
         return false;
     }
+    let Some(kv) = ty.cache_code() else {
+        return false;
+    };
     let Some(i) = writer_of(b, &Bind::act(src), &shaders::NORM_ROPE) else {
         return false;
     };
@@ -164,10 +167,6 @@ pub(super) fn kv_into_norm_rope(
     if field(&push, at!(kv)) != 0 || !b.untouched_after(i, std::slice::from_ref(&dst)) {
         return false;
     }
-    let kv = match ty {
-        KvType::F32 => 1,
-        KvType::F16 => 2,
-    };
     set(&mut push, at!(kv), kv);
     set(&mut push, at!(kv_pos_at), pos_at);
     set(

@@ -131,10 +131,7 @@ impl Ops for VulkanBackend {
         v_width: usize,
         ty: KvType,
     ) -> Result<Kv, BackendError> {
-        let eb = match ty {
-            KvType::F32 => 4,
-            KvType::F16 => 2,
-        };
+        let eb = ty.elem_bytes();
         let kb = (n_ctx * k_width * eb) as u64;
         let vb = (n_ctx * v_width * eb) as u64;
         let k = self

@@ -44,10 +44,7 @@ pub struct GpuKv {
 impl GpuKv {
     /// Bytes per element.
     pub fn elem_bytes(&self) -> u64 {
-        match self.ty {
-            KvType::F32 => 4,
-            KvType::F16 => 2,
-        }
+        self.ty.elem_bytes() as u64
     }
 }
 
