@@ -15,4 +15,5 @@ pub mod compare;
 pub mod metrics;
 #[cfg(feature = "fault-injection")]
 pub mod mutants;
+mod nan;
 pub mod reference;

@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::compare::profile::Profile;
+use crate::compare::checks::profile::Profile;
 use crate::compare::{self, Options, Path, Report, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
@@ -661,7 +661,8 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
                 ));
             }
         }
-        let at = |d: Option<&crate::compare::taps::TapRow>, (layer, names): (usize, &[&str])| {
+        let at = |d: Option<&crate::compare::checks::taps::TapRow>,
+                  (layer, names): (usize, &[&str])| {
             d.is_some_and(|d| d.layer == Some(layer) && names.contains(&d.name.as_str()))
         };
         if let Some(want) = m.expected.tap {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::compare::{self, html, Options, Thresholds};
+use harness::compare::{self, report::html, Options, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 

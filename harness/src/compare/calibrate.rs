@@ -33,12 +33,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::corpus::CorpusResult;
-use super::logits::LogitsResult;
-use super::report::{PromptReport, Report};
-use super::routing::ROUTING_TIE;
-use super::taps::TapsResult;
-use super::Path;
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::routing::ROUTING_TIE;
+use crate::compare::checks::taps::TapsResult;
+use crate::compare::report::{PromptReport, Report};
+use crate::compare::Path;
 
 /// Layer-0 taps held to `exact_layer0` on the cpu path.
 pub const EXACT_LAYER0: &[&str] = &[

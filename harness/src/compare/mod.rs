@@ -29,34 +29,13 @@
 //! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
 //! one self-contained HTML page with plots.
 
-pub mod baseline;
 pub mod calibrate;
-pub mod corpus;
-pub mod cross;
-pub mod greedy;
-pub mod headline;
-pub mod html;
-pub mod junit;
-pub mod logits;
-pub mod matrix;
-pub mod merge;
-pub mod names;
-pub mod nan;
-pub mod plots;
-pub mod profile;
-pub mod provenance;
-pub mod regression;
+pub mod checks;
+pub mod plan;
 pub mod report;
-pub mod routing;
 pub mod run;
 #[cfg(test)]
 mod sample;
-pub mod sampling;
-pub mod sink;
-pub mod split;
-pub mod taps;
-pub mod thresholds;
-pub mod tokens;
 
 use std::fmt;
 use std::str::FromStr;
@@ -69,9 +48,10 @@ use engine::setup::{GpuLayers, GpuRequest};
 use engine::vulkan::VulkanOptions;
 use serde::{Deserialize, Serialize};
 
+pub use checks::thresholds::{Limits, Thresholds};
+pub use plan::Options;
 pub use report::Report;
-pub use run::{run, Options};
-pub use thresholds::{Limits, Thresholds};
+pub use run::run;
 
 /// A way of running the engine: which devices run which layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

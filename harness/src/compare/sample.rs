@@ -1,12 +1,12 @@
 //! A small hand-made [`Report`] for the tests of the report writers.
 
-use super::cross::CrossResult;
-use super::greedy::{GreedyResult, Outcome};
-use super::logits::{LogitsResult, PositionStat};
-use super::report::{ModelReport, PromptReport};
-use super::taps::{TapRow, TapsResult};
-use super::tokens::{ChatCheck, CorpusCheck, PromptTokens, RenderMismatch};
-use super::{Failure, Path, Report};
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::{GreedyResult, Outcome};
+use crate::compare::checks::logits::{LogitsResult, PositionStat};
+use crate::compare::checks::taps::{TapRow, TapsResult};
+use crate::compare::checks::tokens::{ChatCheck, CorpusCheck, PromptTokens, RenderMismatch};
+use crate::compare::report::{ModelReport, PromptReport};
+use crate::compare::{Failure, Path, Report};
 use crate::metrics;
 
 fn taps(layers: usize, scale: f64, reference: &str) -> TapsResult {
@@ -161,7 +161,7 @@ pub fn report() -> Report {
     Report {
         reference_dir: "reference-data".into(),
         thresholds: "ci/thresholds.toml".into(),
-        paths: super::Paths::List(vec![Path::Cpu, Path::Gpu]),
+        paths: crate::compare::Paths::List(vec![Path::Cpu, Path::Gpu]),
         provenance: Default::default(),
         shard: None,
         items: Vec::new(),

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use engine::session::{Outputs, Session};
 
-use super::Options;
-use crate::compare::cross::{self, CrossResult, PathOutputs};
+use crate::compare::checks::cross::{self, CrossResult, PathOutputs};
+use crate::compare::checks::sink::TapSink;
+use crate::compare::checks::split::{self, SplitResult};
+use crate::compare::checks::thresholds::Limits;
+use crate::compare::checks::{greedy, logits, taps};
+use crate::compare::plan::Options;
 use crate::compare::report::PromptReport;
-use crate::compare::sink::TapSink;
-use crate::compare::split::{self, SplitResult};
-use crate::compare::thresholds::Limits;
-use crate::compare::{greedy, logits, taps, within, Failure};
+use crate::compare::{within, Failure};
 use crate::reference::arrays::TopKTable;
 use crate::reference::format::{Positions, PromptCapture};
 use crate::reference::PromptData;

@@ -21,13 +21,13 @@ use super::progress::Progress;
 use super::text_checks::{
     chat_template, corpus_check, eog_check, prompt_tokens, render_check, sampling_check,
 };
-use super::Options;
-use crate::compare::cross::PathOutputs;
-use crate::compare::matrix::Item;
+use crate::compare::checks::cross::PathOutputs;
+use crate::compare::checks::thresholds::Limits;
+use crate::compare::checks::tokens::PromptTokens;
+use crate::compare::checks::{profile, split};
+use crate::compare::plan::matrix::Item;
+use crate::compare::plan::Options;
 use crate::compare::report::{ModelReport, PromptReport};
-use crate::compare::thresholds::Limits;
-use crate::compare::tokens::PromptTokens;
-use crate::compare::{profile, split};
 use crate::compare::{Failure, Path};
 use crate::reference::format::{Manifest, ManifestModel, PromptCapture};
 use crate::reference::writer::sha256_file;

@@ -6,10 +6,10 @@ use engine::chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 use engine::gguf::GgufFile;
 use engine::tokenizer::Tokenizer;
 
-use super::Options;
+use crate::compare::checks::sampling;
+use crate::compare::checks::tokens::{self, PromptTokens};
+use crate::compare::plan::Options;
 use crate::compare::report::ModelReport;
-use crate::compare::sampling;
-use crate::compare::tokens::{self, PromptTokens};
 use crate::compare::Failure;
 use crate::reference::format::{Manifest, PromptCapture};
 use crate::reference::{ModelRef, PromptData, ReferenceData};

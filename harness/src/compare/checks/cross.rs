@@ -14,7 +14,7 @@ use super::routing::Routing;
 use super::sink::OurTap;
 use super::taps::TapsResult;
 use super::thresholds::Limits;
-use super::Path;
+use crate::compare::Path;
 use crate::reference::arrays::TopKTable;
 
 /// Top ids kept per position of the reference path.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::routing::Routing;
 use super::sink::OurTap;
 use super::thresholds::Limits;
-use super::within;
+use crate::compare::within;
 use crate::metrics;
 use crate::reference::{PromptData, TapSel};
 
@@ -48,13 +48,13 @@ pub struct TapRow {
     pub op: String,
     /// Positions compared (1, or every prompt position).
     pub positions: usize,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub nmse: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub max_abs: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub cosine: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub limit: f64,
     pub pass: bool,
 }

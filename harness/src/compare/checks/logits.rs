@@ -11,7 +11,7 @@ use crate::reference::TopKRow;
 pub struct PositionStat {
     /// KL(llama.cpp ‖ ours) over llama.cpp's top-64 and a tail bucket
     /// ([`metrics::kld_top_k`]).
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld: f64,
     /// Whether our most likely token is llama.cpp's.
     pub top1: bool,
@@ -69,11 +69,11 @@ pub fn position(reference: TopKRow<'_>, ours: &[f32]) -> PositionStat {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogitsResult {
     /// Last prompt position, whole vocabulary.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub nmse: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub max_abs: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub cosine: f64,
     /// Most likely token at the last position: ours and llama.cpp's.
     pub argmax_ours: Option<usize>,

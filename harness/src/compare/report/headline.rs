@@ -11,8 +11,8 @@
 //! divergence (a token, KLD or greedy failure, say) headlines its first
 //! failing check in report order.
 
-use super::taps::{TapRow, TapsResult};
-use super::{Failure, Path};
+use crate::compare::checks::taps::{TapRow, TapsResult};
+use crate::compare::{Failure, Path};
 
 /// What [`first_divergence`] picked.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Failure;
+use crate::compare::Failure;
 use crate::metrics::{self, TopK};
 use crate::reference::corpus::CorpusBase;
 
@@ -112,19 +112,19 @@ pub struct CorpusResult {
     pub n_ctx: usize,
     pub chunks: usize,
     pub positions: usize,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld_mean: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld_p99: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld_max: f64,
     /// Fraction of positions whose most likely token is the base's.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub top1: f64,
     /// exp(mean NLL) of ours and of the base, over the scored positions.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub ppl: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub ppl_base: f64,
     /// Our tokenization of the text against the base's tokens: None when
     /// the text is not on this machine (or not the same bytes).

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::corpus::CorpusLimits;
-use super::Path;
+use crate::compare::Path;
 
 /// The limits of one model on one path. Every one is an upper bound
 /// except `top1_min`.

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sink::OurTap;
 use super::taps::TapsResult;
-use super::Path;
+use crate::compare::Path;
 
 /// NMSE limit of every tap up to the first after the split (`attn_norm` of
 /// layer `N`) against the `gpu` path: measured 0 (bit-identical) on every

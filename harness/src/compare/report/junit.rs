@@ -10,8 +10,8 @@
 
 use std::fmt::Write as _;
 
-use super::report::{ModelReport, PromptReport};
-use super::{Failure, Report};
+use super::{ModelReport, PromptReport};
+use crate::compare::{Failure, Report};
 
 /// The checks of one prompt on one path, in report order.
 pub const PROMPT_CHECKS: [&str; 11] = [

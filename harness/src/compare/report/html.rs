@@ -20,8 +20,8 @@ use super::headline::{self, Headline};
 use super::junit::escape;
 use super::plots::{self, KldSeries, TapSeries};
 use super::regression::BaselineComparison;
-use super::report::{model_totals, ModelReport, PromptReport};
-use super::Report;
+use super::{model_totals, ModelReport, PromptReport};
+use crate::compare::Report;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
 table{border-collapse:collapse;font-family:monospace;font-size:12px}\
@@ -299,7 +299,7 @@ fn model_section(out: &mut String, m: &ModelReport) {
 
 /// A corpus item's figures per path, each beside its limit.
 fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
-    let rows: Vec<(&PromptReport, &super::corpus::CorpusResult)> = reports
+    let rows: Vec<(&PromptReport, &crate::compare::checks::corpus::CorpusResult)> = reports
         .iter()
         .filter_map(|p| p.corpus.as_ref().map(|c| (*p, c)))
         .collect();
@@ -320,12 +320,12 @@ fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
         let cell = |v: f64, lim: Option<f64>, above_fails: bool| {
             let over = lim.is_some_and(|l| if above_fails { v > l } else { v < l });
             let lim = lim
-                .map(|l| format!(" (limit {})", super::sci(l)))
+                .map(|l| format!(" (limit {})", crate::compare::sci(l)))
                 .unwrap_or_default();
             format!(
                 "<td{}>{}{lim}</td>",
                 if over { " class=\"FAIL\"" } else { "" },
-                super::sci(v)
+                crate::compare::sci(v)
             )
         };
         let l = c.limits.as_ref();
@@ -335,7 +335,7 @@ fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
             escape(&p.path.to_string()),
             cell(c.kld_mean, l.map(|l| l.kld_mean), true),
             cell(c.kld_p99, l.map(|l| l.kld_p99), true),
-            super::sci(c.kld_max),
+            crate::compare::sci(c.kld_max),
             cell(c.top1, l.map(|l| l.top1_min), false),
             c.ppl,
             c.ppl_base,
@@ -385,8 +385,8 @@ fn prompt_details(
                         " (first over: {}-{} {} &gt; {})",
                         escape(&d.name),
                         d.layer.map_or("-".into(), |l| l.to_string()),
-                        super::sci(d.nmse),
-                        super::sci(d.limit)
+                        crate::compare::sci(d.nmse),
+                        crate::compare::sci(d.limit)
                     )
                 })
                 .unwrap_or_default();
@@ -607,7 +607,7 @@ mod tests {
         let mut r = baseline.clone();
         r.provenance.commit = "abc123".into();
         r.models[0].prompts[1].logits.as_mut().unwrap().kld.max *= 2.0;
-        crate::compare::baseline::apply(&mut r, &baseline, "old.json", false);
+        super::baseline::apply(&mut r, &baseline, "old.json", false);
         let html = to_html(&r);
         assert!(html.contains("<tr><th>commit</th><td>abc123</td></tr>"));
         assert!(html.contains("<p class=\"prov\">sharpi  at commit abc123;"));

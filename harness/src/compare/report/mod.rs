@@ -1,27 +1,36 @@
 //! What a comparison found: the [`Report`] (also written as JSON), its
 //! terminal table and the list of failing checks.
 
+pub mod baseline;
+pub mod headline;
+pub mod html;
+pub mod junit;
+pub mod merge;
+pub mod plots;
+pub mod provenance;
+pub mod regression;
+
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::corpus::CorpusResult;
-use super::cross::CrossResult;
-use super::greedy::{GreedyResult, Outcome};
-use super::headline;
-use super::logits::LogitsResult;
-use super::matrix::Shard;
-use super::regression::BaselineComparison;
-use super::sampling::SamplingCheck;
-use super::split::SplitResult;
-use super::taps::TapsResult;
-use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
-use super::{Failure, Path, Paths};
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::{GreedyResult, Outcome};
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::sampling::SamplingCheck;
+use crate::compare::checks::split::SplitResult;
+use crate::compare::checks::taps::TapsResult;
+use crate::compare::checks::tokens::{ChatCheck, CorpusCheck, PromptTokens};
+use crate::compare::plan::matrix::Shard;
+
+use crate::compare::{Failure, Path, Paths};
 use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
+use regression::BaselineComparison;
 
-pub use super::provenance::Provenance;
-use super::sci;
+use crate::compare::sci;
+pub use provenance::Provenance;
 
 /// Everything one `compare` run found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,7 +48,7 @@ pub struct Report {
     #[serde(default)]
     pub shard: Option<Shard>,
     /// Every item of the run the options describe (all shards together),
-    /// in run order ([`Item::key`](super::matrix::Item::key)).
+    /// in run order ([`Item::key`](crate::compare::plan::matrix::Item::key)).
     #[serde(default)]
     pub items: Vec<String>,
     /// The items this run was given (its shard's, or all).
@@ -50,7 +59,7 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineComparison>,
     /// Wall time of the whole run.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub seconds: f64,
 }
 
@@ -76,9 +85,9 @@ pub struct ModelReport {
     pub sampling: Option<SamplingCheck>,
     pub prompts: Vec<PromptReport>,
     /// Wall time of the text checks (the tokenizer corpus, chat renders).
-    #[serde(default, deserialize_with = "crate::compare::nan::f64")]
+    #[serde(default, deserialize_with = "crate::nan::f64")]
     pub text_seconds: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub seconds: f64,
 }
 
@@ -136,7 +145,7 @@ pub struct PromptReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     pub failures: Vec<Failure>,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub seconds: f64,
 }
 
@@ -206,7 +215,7 @@ impl Report {
         headline::first_divergence(candidates, self.failures().into_iter().next())
     }
 
-    /// Each item's wall time ([`Item::key`](super::matrix::Item::key) to
+    /// Each item's wall time ([`Item::key`](crate::compare::plan::matrix::Item::key) to
     /// seconds): what `--costs` files hold.
     pub fn item_seconds(&self) -> Vec<(String, f64)> {
         let mut out = Vec::new();
@@ -656,7 +665,7 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
 
 #[cfg(test)]
 mod tests {
-    use crate::compare::{baseline, sample};
+    use crate::compare::{report::baseline, sample};
 
     #[test]
     fn the_baseline_column_sits_on_its_rows() {

@@ -10,8 +10,8 @@ use super::regression::{
     corpus_regressions, cross_regressions, greedy_regression, item_key, logits_regressions,
     taps_regressions, BaselineComparison, Figure, Regression,
 };
-use super::report::{PromptReport, Report};
-use super::{Failure, Path};
+use super::{PromptReport, Report};
+use crate::compare::{Failure, Path};
 
 /// Reads a baseline report (`compare --json`); the error is one line.
 pub fn load(file: &std::path::Path) -> Result<Report, String> {
