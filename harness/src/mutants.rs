@@ -37,6 +37,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::compare::checks::profile::Profile;
+use crate::compare::checks::split::SplitResult;
+use crate::compare::checks::taps::TapsResult;
 use crate::compare::{self, Options, Path, Report, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
@@ -644,10 +646,13 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
     let mut localised = true;
     let prompts = report.models.iter().flat_map(|r| &r.prompts);
     for p in prompts {
-        let first = p.taps.as_ref().and_then(|t| t.first_divergence.as_ref());
+        let first = p
+            .checks
+            .get::<TapsResult>()
+            .and_then(|t| t.first_divergence.as_ref());
         let split = p
-            .split
-            .as_ref()
+            .checks
+            .get::<SplitResult>()
             .and_then(|s| s.taps.first_divergence.as_ref());
         for (d, what) in [(first, ""), (split, " split")] {
             if let Some(d) = d {
@@ -668,7 +673,7 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
         if let Some(want) = m.expected.tap {
             localised &= at(first, want);
         }
-        if let (Some(want), Some(_)) = (m.expected.split, &p.split) {
+        if let (Some(want), Some(_)) = (m.expected.split, p.checks.get::<SplitResult>()) {
             localised &= at(split, want);
         }
     }

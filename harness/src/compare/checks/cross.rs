@@ -14,7 +14,9 @@ use super::routing::Routing;
 use super::sink::OurTap;
 use super::taps::TapsResult;
 use super::thresholds::Limits;
+use super::{Check, Level};
 use crate::compare::Path;
+use crate::compare::{within, Failure};
 use crate::reference::arrays::TopKTable;
 
 /// Top ids kept per position of the reference path.
@@ -111,6 +113,85 @@ pub fn compare_taps(
     out.routing_set_gap = routing.set_gap;
     out.routing_near_ties = routing.notes;
     out
+}
+
+impl Check for CrossResult {
+    const KEY: &'static str = "vs";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str = "this path's taps and logits against the run's first path's";
+    const LIMIT_KEYS: &'static [&'static str] = &[
+        "gpu-vs-cpu.taps",
+        "gpu-vs-cpu.logits_nmse",
+        "gpu-vs-cpu.kld_mean",
+        "gpu-vs-cpu.kld_max",
+        "gpu-vs-cpu.top1_min",
+        "hybrid-vs-cpu.*",
+    ];
+    const CALIBRATION: &'static str =
+        "as taps and logits, from the paths' figures against the first path";
+    const BASELINE: &'static str = "as taps and logits, the item being the path against the first";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    /// Under "vs", each detail starting "against PATH: ".
+    fn failures(&self, limits: &Limits) -> Vec<Failure> {
+        let against = self.against;
+        let mut out = Vec::new();
+        if let Some(d) = self.taps.as_ref().and_then(|t| t.first_divergence.as_ref()) {
+            out.push(Failure::new(
+                "vs",
+                format!(
+                    "against {against}: first divergence: layer {} {}: NMSE {:.3e} > {:.1e}",
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.nmse,
+                    d.limit
+                ),
+            ));
+        }
+        let l = &self.logits;
+        let mut fail =
+            |what: String| out.push(Failure::new("vs", format!("against {against}: {what}")));
+        if !within(l.nmse, limits.logits_nmse) {
+            fail(format!(
+                "last-position logits NMSE {:.3e} > {:.1e}",
+                l.nmse, limits.logits_nmse
+            ));
+        }
+        if !within(l.kld.mean, limits.kld_mean) {
+            fail(format!(
+                "mean KLD {:.3e} > {:.1e}",
+                l.kld.mean, limits.kld_mean
+            ));
+        }
+        if !within(l.kld.max, limits.kld_max) {
+            fail(format!(
+                "max KLD {:.3e} > {:.1e}",
+                l.kld.max, limits.kld_max
+            ));
+        }
+        if l.top1_rate() < limits.top1_min {
+            fail(format!(
+                "top-1 agreement {}/{} < {:.1}%",
+                l.top1_agree,
+                l.positions,
+                100.0 * limits.top1_min
+            ));
+        }
+        if l.top1_hard > 0 {
+            fail(format!(
+                "{} position(s) disagree on the most likely token beyond the near-tie margin",
+                l.top1_hard
+            ));
+        }
+        out
+    }
+
+    fn summary(&self) -> String {
+        match &self.taps {
+            None => "-".into(),
+            Some(t) => t.summary(),
+        }
+    }
 }
 
 #[cfg(test)]

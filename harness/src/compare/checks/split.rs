@@ -29,7 +29,10 @@ use serde::{Deserialize, Serialize};
 
 use super::sink::OurTap;
 use super::taps::TapsResult;
+use super::thresholds::Limits;
+use super::{Check, Level};
 use crate::compare::Path;
+use crate::compare::{sci, Failure};
 
 /// NMSE limit of every tap up to the first after the split (`attn_norm` of
 /// layer `N`) against the `gpu` path: measured 0 (bit-identical) on every
@@ -118,6 +121,53 @@ pub fn compare(base: &[OurTap], ours: &[OurTap], against: Path, n: usize) -> Spl
         against,
         layer: n,
         taps,
+    }
+}
+
+impl Check for SplitResult {
+    const KEY: &'static str = "split";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "a hybrid:N path's taps up to layer N's attn_norm against the gpu path's, at rounding";
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const CALIBRATION: &'static str = "none: held to SPLIT_NMSE (1e-12), measured 0";
+    const BASELINE: &'static str = "not compared";
+    const NULL_WHEN_ABSENT: bool = false;
+
+    fn failures(&self, _limits: &Limits) -> Vec<Failure> {
+        let mut out = Vec::new();
+        if let Some(d) = &self.taps.first_divergence {
+            out.push(Failure::new(
+                "split",
+                format!(
+                    "against {} up to layer {}'s attn_norm (the first tap after the hand-off): first divergence: layer {} {}: NMSE {:.3e} > {:.1e}",
+                    self.against,
+                    self.layer,
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.nmse,
+                    d.limit
+                ),
+            ));
+        }
+        if !self.taps.unmatched.is_empty() {
+            out.push(Failure::new(
+                "split",
+                format!("not comparable: {}", self.taps.unmatched.join("; ")),
+            ));
+        }
+        out
+    }
+
+    fn summary(&self) -> String {
+        let t = &self.taps;
+        match &t.first_divergence {
+            None if t.unmatched.is_empty() => {
+                format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse()))
+            }
+            None => format!("{} not comparable", t.unmatched.len()),
+            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+        }
     }
 }
 

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use super::routing::Routing;
 use super::sink::OurTap;
 use super::thresholds::Limits;
+use super::{Check, Level};
 use crate::compare::within;
+use crate::compare::{sci, Failure};
 use crate::metrics;
 use crate::reference::{PromptData, TapSel};
 
@@ -234,6 +236,53 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
     out.routing_set_gap = routing.set_gap;
     out.routing_near_ties = routing.notes;
     out
+}
+
+impl Check for TapsResult {
+    const KEY: &'static str = "taps";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "every intermediate tensor we emit against llama.cpp's of the same meaning (NMSE, max abs, cosine)";
+    const LIMIT_KEYS: &'static [&'static str] = &["taps", "taps_layer0", "routing_tie"];
+    const CALIBRATION: &'static str =
+        "per tap name, the worst NMSE over the run's prompts times the headroom; layer 0 apart";
+    const BASELINE: &'static str =
+        "tap_nmse: any tap above 2x its baseline NMSE; first_divergence: earlier in graph order";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    fn failures(&self, _limits: &Limits) -> Vec<Failure> {
+        let mut out = Vec::new();
+        if let Some(d) = &self.first_divergence {
+            out.push(Failure::new(
+                "taps",
+                format!(
+                    "first divergence: layer {} {} (llama.cpp {} {}): NMSE {:.3e} > {:.1e}; {} of {} taps over their limits",
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.reference,
+                    d.op,
+                    d.nmse,
+                    d.limit,
+                    self.failed(),
+                    self.rows.len()
+                ),
+            ));
+        }
+        if !self.unmatched.is_empty() {
+            out.push(Failure::new(
+                "taps",
+                format!("not comparable: {}", self.unmatched.join("; ")),
+            ));
+        }
+        out
+    }
+
+    fn summary(&self) -> String {
+        match &self.first_divergence {
+            None => format!("{} ok, max {}", self.rows.len(), sci(self.max_nmse())),
+            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+        }
+    }
 }
 
 #[cfg(test)]

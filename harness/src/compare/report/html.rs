@@ -14,6 +14,10 @@
 //!   multiples of its taps against llama.cpp and against the first path
 //!   (one chart per tap name, limits drawn) and its KLD and top-1 chart.
 
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::taps::TapsResult;
 use std::fmt::Write as _;
 
 use super::headline::{self, Headline};
@@ -301,7 +305,7 @@ fn model_section(out: &mut String, m: &ModelReport) {
 fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
     let rows: Vec<(&PromptReport, &crate::compare::checks::corpus::CorpusResult)> = reports
         .iter()
-        .filter_map(|p| p.corpus.as_ref().map(|c| (*p, c)))
+        .filter_map(|p| p.checks.get::<CorpusResult>().map(|c| (*p, c)))
         .collect();
     let Some((_, first)) = rows.first() else {
         return;
@@ -377,8 +381,8 @@ fn prompt_details(
         .iter()
         .map(|p| {
             let first = p
-                .taps
-                .as_ref()
+                .checks
+                .get::<TapsResult>()
                 .and_then(|t| t.first_divergence.as_ref())
                 .map(|d| {
                     format!(
@@ -411,7 +415,7 @@ fn prompt_details(
     let against_llama: Vec<TapSeries> = reports
         .iter()
         .filter_map(|p| {
-            p.taps.as_ref().map(|t| TapSeries {
+            p.checks.get::<TapsResult>().map(|t| TapSeries {
                 label: p.path.to_string(),
                 color: color(p),
                 taps: t,
@@ -421,7 +425,7 @@ fn prompt_details(
     let against_first: Vec<TapSeries> = reports
         .iter()
         .filter_map(|p| {
-            let v = p.vs.as_ref()?;
+            let v = p.checks.get::<CrossResult>()?;
             v.taps.as_ref().map(|t| TapSeries {
                 label: format!("{}~{}", p.path, v.against),
                 color: color(p),
@@ -457,7 +461,7 @@ fn prompt_details(
     }
     let mut kld: Vec<KldSeries> = Vec::new();
     for p in reports {
-        if let Some(l) = &p.logits {
+        if let Some(l) = p.checks.get::<LogitsResult>() {
             kld.push(KldSeries {
                 label: p.path.to_string(),
                 color: color(p),
@@ -465,7 +469,7 @@ fn prompt_details(
                 logits: l,
             });
         }
-        if let Some(v) = &p.vs {
+        if let Some(v) = p.checks.get::<CrossResult>() {
             kld.push(KldSeries {
                 label: format!("{}~{}", p.path, v.against),
                 color: color(p),
@@ -606,8 +610,13 @@ mod tests {
         let baseline = sample::report();
         let mut r = baseline.clone();
         r.provenance.commit = "abc123".into();
-        r.models[0].prompts[1].logits.as_mut().unwrap().kld.max *= 2.0;
-        super::baseline::apply(&mut r, &baseline, "old.json", false);
+        r.models[0].prompts[1]
+            .checks
+            .get_mut::<LogitsResult>()
+            .unwrap()
+            .kld
+            .max *= 2.0;
+        super::super::baseline::apply(&mut r, &baseline, "old.json", false);
         let html = to_html(&r);
         assert!(html.contains("<tr><th>commit</th><td>abc123</td></tr>"));
         assert!(html.contains("<p class=\"prov\">sharpi  at commit abc123;"));

@@ -8,6 +8,16 @@
 //! `<skipped>` case. A failing check holds one `<failure>` whose message
 //! is its detail (several failures of one check: joined by "; ").
 
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::GreedyResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::sampling::SamplingCheck;
+use crate::compare::checks::split::SplitResult;
+use crate::compare::checks::taps::TapsResult;
+use crate::compare::checks::tokens::ChatCheck;
+use crate::compare::checks::tokens::CorpusCheck;
+use crate::compare::checks::tokens::PromptTokens;
 use std::fmt::Write as _;
 
 use super::{ModelReport, PromptReport};
@@ -40,13 +50,13 @@ struct Case<'a> {
 /// Whether `p` measured `check` (a check that failed is listed either way).
 fn measured(p: &PromptReport, check: &str) -> bool {
     match check {
-        "tokens" => p.tokens.is_some(),
-        "taps" => p.taps.is_some(),
-        "logits_nmse" | "kld_mean" | "kld_max" | "top1" => p.logits.is_some(),
-        "greedy" => p.greedy.is_some(),
-        "vs" => p.vs.is_some(),
-        "split" => p.split.is_some(),
-        "corpus" => p.corpus.is_some(),
+        "tokens" => p.checks.get::<PromptTokens>().is_some(),
+        "taps" => p.checks.get::<TapsResult>().is_some(),
+        "logits_nmse" | "kld_mean" | "kld_max" | "top1" => p.checks.get::<LogitsResult>().is_some(),
+        "greedy" => p.checks.get::<GreedyResult>().is_some(),
+        "vs" => p.checks.get::<CrossResult>().is_some(),
+        "split" => p.checks.get::<SplitResult>().is_some(),
+        "corpus" => p.checks.get::<CorpusResult>().is_some(),
         "validation" => p.validation_messages.is_some(),
         _ => false,
     }
@@ -99,9 +109,9 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
     {
         let failures = details(&m.failures, check);
         let ran = match check {
-            "tokenizer" => m.tokenizer.is_some(),
-            "chat" => m.chat.is_some(),
-            "sampling" => m.sampling.is_some(),
+            "tokenizer" => m.checks.get::<CorpusCheck>().is_some(),
+            "chat" => m.checks.get::<ChatCheck>().is_some(),
+            "sampling" => m.checks.get::<SamplingCheck>().is_some(),
             _ => false,
         };
         if ran || !failures.is_empty() {

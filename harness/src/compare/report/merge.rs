@@ -167,8 +167,8 @@ fn merge_model(
 
 #[cfg(test)]
 mod tests {
-    use super::provenance::Machine;
-    use super::PromptReport;
+    use super::super::provenance::Machine;
+    use super::super::PromptReport;
     use super::*;
     use crate::compare::plan::matrix::Shard;
     use crate::compare::{Failure, Path, Paths};
@@ -181,9 +181,7 @@ mod tests {
             skipped: None,
             paths: vec![Path::Cpu, Path::Gpu],
             failures: Vec::new(),
-            tokenizer: None,
-            chat: None,
-            sampling: None,
+            checks: Default::default(),
             prompts,
             text_seconds: 0.0,
             seconds: 1.0,

@@ -553,7 +553,10 @@ mod tests {
     #[test]
     fn taps_worse_and_an_earlier_first_divergence() {
         let p = &sample::report().models[0].prompts;
-        let (cpu, gpu) = (p[0].taps.as_ref().unwrap(), p[1].taps.as_ref().unwrap());
+        let (cpu, gpu) = (
+            p[0].checks.get::<TapsResult>().unwrap(),
+            p[1].checks.get::<TapsResult>().unwrap(),
+        );
         assert!(taps_regressions(cpu, cpu).is_empty());
         // gpu's taps are 200x cpu's and diverge where cpu does not.
         let found = taps_regressions(cpu, gpu);

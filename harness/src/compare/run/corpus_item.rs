@@ -161,7 +161,7 @@ impl CorpusRun<'_> {
         if let Some(l) = &limits {
             result.judge(l, &mut r.failures);
         }
-        r.corpus = Some(result);
+        r.checks.put(result);
         r
     }
 }

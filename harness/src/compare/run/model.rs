@@ -55,9 +55,7 @@ impl ModelRun<'_> {
         if !text {
             // Model-level findings are the text item's.
             r.failures.clear();
-            r.tokenizer = None;
-            r.chat = None;
-            r.sampling = None;
+            r.checks = Default::default();
             r.text_seconds = 0.0;
         }
         r.seconds = start.elapsed().as_secs_f64();
@@ -416,7 +414,7 @@ impl ModelCtx<'_> {
                 if let Some(d) = &t.detail {
                     r.failures.push(Failure::new("tokens", d.clone()));
                 }
-                r.tokens = Some(t.clone());
+                r.checks.put(t.clone());
             }
             Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
         }
@@ -454,10 +452,12 @@ impl ModelCtx<'_> {
         };
         let outputs = outputs.map(|(o, per_position)| {
             if let (Some(base), Some(l)) = (baseline, &cross_limits) {
-                r.vs = Some(cross_check(base, &o, per_position, l, &mut r));
+                let v = cross_check(base, &o, per_position, l, &mut r);
+                r.checks.put(v);
             }
             if let Some((base, n)) = split_base.filter(|(b, _)| !b.taps.is_empty()) {
-                r.split = Some(split_check(base, &o, n, &mut r));
+                let s = split_check(base, &o, n, &limits, &mut r);
+                r.checks.put(s);
             }
             o
         });

@@ -95,7 +95,7 @@ pub(super) fn render_check(
                     ),
                 ));
             }
-            r.chat = Some(c);
+            r.checks.put(c);
         }
         Err(e) => r.failures.push(Failure::new("chat", e)),
     }
@@ -126,7 +126,7 @@ pub(super) fn sampling_check(data: &ReferenceData, model_ref: ModelRef<'_>, r: &
             ),
         ));
     }
-    r.sampling = Some(check);
+    r.checks.put(check);
 }
 
 /// The tokenizer corpus, line by line.
@@ -160,7 +160,7 @@ pub(super) fn corpus_check(
                     ),
                 ));
             }
-            r.tokenizer = Some(c);
+            r.checks.put(c);
         }
         Err(e) => r.failures.push(Failure::new("tokenizer", e)),
     }

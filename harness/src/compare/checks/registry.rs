@@ -1,0 +1,222 @@
+//! Every check, one line each, in the order a report writes them: the
+//! [`CheckResult`] of each and the list of results a report holds
+//! ([`Checks`]), written to JSON as one key per check (`null`, or left out,
+//! where a check did not run, as [`Check::NULL_WHEN_ABSENT`] says).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::corpus::CorpusResult;
+use super::cross::CrossResult;
+use super::greedy::GreedyResult;
+use super::logits::LogitsResult;
+use super::sampling::SamplingCheck;
+use super::split::SplitResult;
+use super::taps::TapsResult;
+use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
+use super::{Check, Level};
+
+/// A check's place in the registry: written by [`registry!`] for each
+/// result type listed there.
+pub trait Registered: Sized {
+    /// This result as a [`CheckResult`].
+    fn wrap(self) -> CheckResult;
+    /// This check's result, if `r` is one.
+    fn peek(r: &CheckResult) -> Option<&Self>;
+    fn peek_mut(r: &mut CheckResult) -> Option<&mut Self>;
+}
+
+/// The registry: `Variant(ResultType)`, each type implementing [`Check`].
+macro_rules! registry {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        /// One check's result.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum CheckResult {
+            $($variant($ty)),*
+        }
+
+        /// Every check: its key, its level, and whether an absent result
+        /// is written as `null`.
+        pub const ALL: &[(&str, Level, bool)] =
+            &[$((<$ty as Check>::KEY, <$ty as Check>::LEVEL, <$ty as Check>::NULL_WHEN_ABSENT)),*];
+
+        impl CheckResult {
+            pub fn key(&self) -> &'static str {
+                match self {
+                    $(CheckResult::$variant(_) => <$ty as Check>::KEY),*
+                }
+            }
+
+            /// This result in one cell of a table.
+            pub fn summary(&self) -> String {
+                match self {
+                    $(CheckResult::$variant(x) => x.summary()),*
+                }
+            }
+
+            fn write<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+                match self {
+                    $(CheckResult::$variant(x) => m.serialize_entry(<$ty as Check>::KEY, x)),*
+                }
+            }
+
+            /// The result under `key` at `level`, read from JSON (None:
+            /// `null`, the check did not run).
+            fn read(
+                key: &str,
+                level: Level,
+                value: serde_json::Value,
+            ) -> Result<Option<CheckResult>, String> {
+                $(if key == <$ty as Check>::KEY && level == <$ty as Check>::LEVEL {
+                    if value.is_null() {
+                        return Ok(None);
+                    }
+                    return serde_json::from_value::<$ty>(value)
+                        .map(|x| Some(CheckResult::$variant(x)))
+                        .map_err(|e| format!("{key}: {e}"));
+                })*
+                // A key of no check of this level: a field that reports no
+                // longer write, ignored as serde ignores unknown fields.
+                Ok(None)
+            }
+        }
+
+        $(impl Registered for $ty {
+            fn wrap(self) -> CheckResult {
+                CheckResult::$variant(self)
+            }
+            fn peek(r: &CheckResult) -> Option<&Self> {
+                match r {
+                    CheckResult::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn peek_mut(r: &mut CheckResult) -> Option<&mut Self> {
+                match r {
+                    CheckResult::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+        })*
+    };
+}
+
+registry! {
+    Tokens(PromptTokens),
+    Taps(TapsResult),
+    Logits(LogitsResult),
+    Greedy(GreedyResult),
+    Vs(CrossResult),
+    Split(SplitResult),
+    Corpus(CorpusResult),
+    Tokenizer(CorpusCheck),
+    Chat(ChatCheck),
+    Sampling(SamplingCheck),
+}
+
+/// A level of the report, as a type ([`PromptLevel`], [`ModelLevel`]).
+pub trait AtLevel {
+    const LEVEL: Level;
+}
+
+/// The checks of one prompt on one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PromptLevel;
+/// The checks of one model.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ModelLevel;
+
+impl AtLevel for PromptLevel {
+    const LEVEL: Level = Level::Prompt;
+}
+impl AtLevel for ModelLevel {
+    const LEVEL: Level = Level::Model;
+}
+
+/// The results of the checks that ran, at one level of the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checks<L> {
+    results: Vec<CheckResult>,
+    level: PhantomData<L>,
+}
+
+impl<L> Default for Checks<L> {
+    fn default() -> Self {
+        Checks {
+            results: Vec::new(),
+            level: PhantomData,
+        }
+    }
+}
+
+impl<L: AtLevel> Checks<L> {
+    /// Check `C`'s result, if it ran.
+    pub fn get<C: Check>(&self) -> Option<&C> {
+        self.results.iter().find_map(C::peek)
+    }
+
+    pub fn get_mut<C: Check>(&mut self) -> Option<&mut C> {
+        self.results.iter_mut().find_map(C::peek_mut)
+    }
+
+    /// Records check `C`'s result (replacing an earlier one).
+    pub fn put<C: Check>(&mut self, result: C) {
+        debug_assert!(C::LEVEL == L::LEVEL, "{} at the wrong level", C::KEY);
+        match self.get_mut::<C>() {
+            Some(r) => *r = result,
+            None => self.results.push(result.wrap()),
+        }
+    }
+
+    /// The results, in the registry's order.
+    pub fn iter(&self) -> impl Iterator<Item = &CheckResult> {
+        ALL.iter()
+            .filter_map(|(key, _, _)| self.results.iter().find(|r| r.key() == *key))
+    }
+}
+
+impl<L: AtLevel> Serialize for Checks<L> {
+    /// One key per check of this level, in the registry's order.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for &(key, level, null) in ALL {
+            if level != L::LEVEL {
+                continue;
+            }
+            match self.results.iter().find(|r| r.key() == key) {
+                Some(r) => r.write(&mut m)?,
+                None if null => m.serialize_entry(key, &())?,
+                None => {}
+            }
+        }
+        m.end()
+    }
+}
+
+impl<'de, L: AtLevel> Deserialize<'de> for Checks<L> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries<L>(PhantomData<L>);
+        impl<'de, L: AtLevel> Visitor<'de> for Entries<L> {
+            type Value = Checks<L>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("check results by key")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checks<L>, A::Error> {
+                let mut out = Checks::default();
+                while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+                    if let Some(r) = CheckResult::read(&key, L::LEVEL, value)
+                        .map_err(serde::de::Error::custom)?
+                    {
+                        out.results.push(r);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Entries(PhantomData))
+    }
+}
