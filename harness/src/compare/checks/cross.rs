@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::logits::LogitsResult;
 use super::routing::Routing;
 use super::sink::OurTap;
-use super::taps::TapsResult;
+use super::taps::{self, Pairing, TapsResult};
 use super::thresholds::Limits;
 use super::{Check, Level};
 use crate::compare::Path;
@@ -52,7 +52,6 @@ pub fn compare_taps(
     against: Path,
     limits: &Limits,
 ) -> TapsResult {
-    let mut out = TapsResult::default();
     let routing = Routing::find(
         ours,
         |name, l| {
@@ -61,58 +60,42 @@ pub fn compare_taps(
         },
         limits.routing_tie,
     );
-    let mut seen_layer = false;
-    for tap in ours {
-        seen_layer |= tap.layer.is_some();
-        let label = match tap.layer {
-            Some(l) => format!("{}-{l}", tap.name),
-            None => tap.name.clone(),
-        };
-        let Some(b) = base
-            .iter()
-            .find(|b| b.name == tap.name && b.layer == tap.layer)
-        else {
-            out.unmatched
-                .push(format!("{label}: the {against} path has no such tap"));
-            continue;
-        };
-        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
-        positions.sort_unstable();
-        let (mut want, mut got, mut compared) = (Vec::new(), Vec::new(), 0);
-        let mut missing = false;
-        for p in &positions {
-            let Some(r) = b.rows.get(p) else {
-                missing = true;
-                break;
-            };
-            if let Some((t, o)) = routing.select(&tap.name, tap.layer, *p, r, &tap.rows[p]) {
-                want.extend_from_slice(&t);
-                got.extend_from_slice(&o);
-                compared += 1;
-            }
-        }
-        if compared == 0 && !missing {
-            continue;
-        }
-        if missing || want.len() != got.len() || want.is_empty() {
-            out.unmatched.push(format!(
-                "{label}: the {against} path holds other positions or widths"
-            ));
-            continue;
-        }
-        let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
-        out.push_measured(
-            tap,
-            (format!("{against}:{label}"), String::new()),
-            compared,
-            &want,
-            &got,
-            limit,
-        );
-    }
-    out.routing_set_gap = routing.set_gap;
-    out.routing_near_ties = routing.notes;
-    out
+    taps::align(
+        ours,
+        |tap, label, _| Some(pair_with(base, tap, label, against)),
+        Some(routing),
+        |tap, first| limits.tap_nmse(&tap.name, tap.layer, first),
+        false,
+    )
+}
+
+/// Our tap `tap` (labelled `label`) and the same tap of `base` (the
+/// `against` path's), at the positions we hold.
+pub fn pair_with<'a>(
+    base: &'a [OurTap],
+    tap: &'a OurTap,
+    label: &str,
+    against: Path,
+) -> Result<Pairing<'a>, String> {
+    let Some(b) = base
+        .iter()
+        .find(|b| b.name == tap.name && b.layer == tap.layer)
+    else {
+        return Err(format!("{label}: the {against} path has no such tap"));
+    };
+    let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
+    positions.sort_unstable();
+    Ok(Pairing {
+        reference: (format!("{against}:{label}"), String::new()),
+        rows: positions
+            .into_iter()
+            .map(|p| {
+                let theirs = b.rows.get(&p).map(Vec::as_slice);
+                (p, theirs, Some(tap.rows[&p].as_slice()))
+            })
+            .collect(),
+        mismatch: format!("{label}: the {against} path holds other positions or widths"),
+    })
 }
 
 impl Check for CrossResult {

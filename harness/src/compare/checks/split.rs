@@ -27,8 +27,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cross;
 use super::sink::OurTap;
-use super::taps::TapsResult;
+use super::taps::{self, TapsResult};
 use super::thresholds::Limits;
 use super::{Check, Level};
 use crate::compare::Path;
@@ -64,59 +65,19 @@ pub struct SplitResult {
 /// the layer-less taps before the first layer, every tap of layers `0..n`)
 /// against the same taps of `base`, at the positions both hold.
 pub fn compare(base: &[OurTap], ours: &[OurTap], against: Path, n: usize) -> SplitResult {
-    let mut taps = TapsResult::default();
-    let mut seen_layer = false;
-    for tap in ours {
-        let before_split = match tap.layer {
-            None => !seen_layer,
-            Some(l) => l < n || (l == n && tap.name == "attn_norm"),
-        };
-        seen_layer |= tap.layer.is_some();
-        if !before_split {
-            continue;
-        }
-        let label = match tap.layer {
-            Some(l) => format!("{}-{l}", tap.name),
-            None => tap.name.clone(),
-        };
-        let Some(b) = base
-            .iter()
-            .find(|b| b.name == tap.name && b.layer == tap.layer)
-        else {
-            taps.unmatched
-                .push(format!("{label}: the {against} path has no such tap"));
-            continue;
-        };
-        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
-        positions.sort_unstable();
-        let (mut want, mut got) = (Vec::new(), Vec::new());
-        for p in &positions {
-            match b.rows.get(p) {
-                Some(r) if r.len() == tap.rows[p].len() => {
-                    want.extend_from_slice(r);
-                    got.extend_from_slice(&tap.rows[p]);
-                }
-                _ => {
-                    want.clear();
-                    break;
-                }
-            }
-        }
-        if want.is_empty() {
-            taps.unmatched.push(format!(
-                "{label}: the {against} path holds other positions or widths"
-            ));
-            continue;
-        }
-        taps.push_measured(
-            tap,
-            (format!("{against}:{label}"), String::new()),
-            positions.len(),
-            &want,
-            &got,
-            SPLIT_NMSE,
-        );
-    }
+    let taps = taps::align(
+        ours,
+        |tap, label, seen_layer| {
+            let before_split = match tap.layer {
+                None => !seen_layer,
+                Some(l) => l < n || (l == n && tap.name == "attn_norm"),
+            };
+            before_split.then(|| cross::pair_with(base, tap, label, against))
+        },
+        None,
+        |_, _| SPLIT_NMSE,
+        true,
+    );
     SplitResult {
         against,
         layer: n,
