@@ -220,3 +220,88 @@ impl<'de, L: AtLevel> Deserialize<'de> for Checks<L> {
         d.deserialize_map(Entries(PhantomData))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::report::Report;
+    use crate::compare::sample;
+
+    #[test]
+    fn every_key_is_listed_once() {
+        for (i, (key, level, _)) in ALL.iter().enumerate() {
+            assert!(
+                !ALL[..i].iter().any(|(k, l, _)| k == key && l == level),
+                "{key} twice"
+            );
+        }
+    }
+
+    #[test]
+    fn a_report_writes_each_check_under_its_key_and_reads_back_the_same() {
+        let r = sample::report();
+        let json = r.to_json();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        // The checks in the registry's order, between n_tokens and the
+        // validation count; split and corpus (not run) left out.
+        let p = serde_json::to_string_pretty(&r.models[0].prompts[1]).unwrap();
+        let keys: Vec<&str> = p
+            .lines()
+            .filter_map(|l| l.strip_prefix("  \""))
+            .filter_map(|l| l.split_once('"').map(|(k, _)| k))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "model",
+                "prompt",
+                "path",
+                "n_tokens",
+                "tokens",
+                "taps",
+                "logits",
+                "greedy",
+                "vs",
+                "validation_messages",
+                "failures",
+                "seconds"
+            ]
+        );
+        assert!(v["models"][0]["prompts"][0]["vs"].is_null());
+        let m = &v["models"][1];
+        assert!(m["tokenizer"].is_null() && m["chat"].is_null());
+        assert!(m.get("sampling").is_none());
+        let back = Report::from_json(&json).unwrap();
+        assert_eq!(back.to_json(), json);
+        let gpu = &back.models[0].prompts[1];
+        assert_eq!(
+            gpu.checks.get::<CrossResult>().unwrap().against.to_string(),
+            "cpu"
+        );
+        assert!(gpu.checks.get::<SplitResult>().is_none());
+        assert_eq!(
+            back.models[0].checks.get::<CorpusCheck>().unwrap().compared,
+            8
+        );
+    }
+
+    #[test]
+    fn put_replaces_and_keys_of_no_check_are_ignored() {
+        let mut c: Checks<ModelLevel> = Checks::default();
+        c.put(ChatCheck {
+            compared: 1,
+            mismatches: Vec::new(),
+        });
+        c.put(ChatCheck {
+            compared: 2,
+            mismatches: Vec::new(),
+        });
+        assert_eq!(c.iter().count(), 1);
+        assert_eq!(c.get::<ChatCheck>().unwrap().compared, 2);
+        let read: Checks<ModelLevel> =
+            serde_json::from_str(r#"{"chat": {"compared": 3, "mismatches": []}, "gone": 1}"#)
+                .unwrap();
+        assert_eq!(read.get::<ChatCheck>().unwrap().compared, 3);
+        assert!(read.get::<CorpusCheck>().is_none());
+    }
+}
