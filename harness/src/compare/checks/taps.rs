@@ -164,13 +164,16 @@ fn reference_at(
     Ok((info.key.clone(), info.op.clone(), positions, want))
 }
 
+/// A position, the counterpart's row there and ours (None: not held).
+pub type RowPair<'a> = (usize, Option<&'a [f32]>, Option<&'a [f32]>);
+
 /// One tap's counterpart, for [`align`].
 pub struct Pairing<'a> {
     /// The counterpart's key and op in the result ("Qcur-0#2", "ROPE").
     pub reference: (String, String),
     /// Per position to compare, in order: the counterpart's row and ours
     /// (None: not held).
-    pub rows: Vec<(usize, Option<&'a [f32]>, Option<&'a [f32]>)>,
+    pub rows: Vec<RowPair<'a>>,
     /// Why the tap cannot be compared when a row is not held by both or
     /// has another width.
     pub mismatch: String,
