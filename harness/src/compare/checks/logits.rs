@@ -147,6 +147,7 @@ impl Check for LogitsResult {
         "each the worst over the run's prompts times the headroom (top1_min: the lowest, divided)";
     const BASELINE: &'static str =
         "logits_nmse: 2x; kld_mean: +10%; kld_max: +25%; top1: fewer positions agree";
+    const FAILURES: &'static [&'static str] = &["logits_nmse", "kld_mean", "kld_max", "top1"];
     const NULL_WHEN_ABSENT: bool = true;
 
     /// Under "logits_nmse", "logits" (the exact profile), "kld_mean",

@@ -59,6 +59,10 @@ pub trait Check: Clone + Debug + Serialize + DeserializeOwned + Registered {
     /// What `--baseline` holds it to (the rules of
     /// [`crate::compare::report::regression`]).
     const BASELINE: &'static str;
+    /// The names its failures go under (JUnit has a case for each where
+    /// it ran): its key, or several (the logits: `logits_nmse`, `kld_mean`,
+    /// `kld_max`, `top1`).
+    const FAILURES: &'static [&'static str] = &[Self::KEY];
     /// Whether a report without this result writes `null` under its key
     /// (the checks every report has had) rather than leaving the key out.
     const NULL_WHEN_ABSENT: bool;

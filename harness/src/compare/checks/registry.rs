@@ -20,6 +20,23 @@ use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
 use super::{Check, Level};
 
+/// What the registry keeps of a check (its [`Check`] constants).
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub key: &'static str,
+    pub level: Level,
+    pub null_when_absent: bool,
+    pub failures: &'static [&'static str],
+}
+
+/// The names of the failures of the checks at `level`, in report order
+/// (JUnit's cases).
+pub fn failure_names(level: Level) -> impl Iterator<Item = &'static str> {
+    ALL.iter()
+        .filter(move |e| e.level == level)
+        .flat_map(|e| e.failures.iter().copied())
+}
+
 /// A check's place in the registry: written by [`registry!`] for each
 /// result type listed there.
 pub trait Registered: Sized {
@@ -39,15 +56,25 @@ macro_rules! registry {
             $($variant($ty)),*
         }
 
-        /// Every check: its key, its level, and whether an absent result
-        /// is written as `null`.
-        pub const ALL: &[(&str, Level, bool)] =
-            &[$((<$ty as Check>::KEY, <$ty as Check>::LEVEL, <$ty as Check>::NULL_WHEN_ABSENT)),*];
+        /// Every check, in report order.
+        pub const ALL: &[Entry] = &[$(Entry {
+            key: <$ty as Check>::KEY,
+            level: <$ty as Check>::LEVEL,
+            null_when_absent: <$ty as Check>::NULL_WHEN_ABSENT,
+            failures: <$ty as Check>::FAILURES,
+        }),*];
 
         impl CheckResult {
             pub fn key(&self) -> &'static str {
                 match self {
                     $(CheckResult::$variant(_) => <$ty as Check>::KEY),*
+                }
+            }
+
+            /// The names its failures go under ([`Check::FAILURES`]).
+            pub fn failure_names(&self) -> &'static [&'static str] {
+                match self {
+                    $(CheckResult::$variant(_) => <$ty as Check>::FAILURES),*
                 }
             }
 
@@ -175,7 +202,7 @@ impl<L: AtLevel> Checks<L> {
     /// The results, in the registry's order.
     pub fn iter(&self) -> impl Iterator<Item = &CheckResult> {
         ALL.iter()
-            .filter_map(|(key, _, _)| self.results.iter().find(|r| r.key() == *key))
+            .filter_map(|e| self.results.iter().find(|r| r.key() == e.key))
     }
 }
 
@@ -183,13 +210,13 @@ impl<L: AtLevel> Serialize for Checks<L> {
     /// One key per check of this level, in the registry's order.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
-        for &(key, level, null) in ALL {
-            if level != L::LEVEL {
+        for e in ALL {
+            if e.level != L::LEVEL {
                 continue;
             }
-            match self.results.iter().find(|r| r.key() == key) {
+            match self.results.iter().find(|r| r.key() == e.key) {
                 Some(r) => r.write(&mut m)?,
-                None if null => m.serialize_entry(key, &())?,
+                None if e.null_when_absent => m.serialize_entry(e.key, &())?,
                 None => {}
             }
         }
@@ -229,10 +256,13 @@ mod tests {
 
     #[test]
     fn every_key_is_listed_once() {
-        for (i, (key, level, _)) in ALL.iter().enumerate() {
+        for (i, e) in ALL.iter().enumerate() {
             assert!(
-                !ALL[..i].iter().any(|(k, l, _)| k == key && l == level),
-                "{key} twice"
+                !ALL[..i]
+                    .iter()
+                    .any(|o| o.key == e.key && o.level == e.level),
+                "{} twice",
+                e.key
             );
         }
     }

@@ -8,35 +8,20 @@
 //! `<skipped>` case. A failing check holds one `<failure>` whose message
 //! is its detail (several failures of one check: joined by "; ").
 
-use crate::compare::checks::corpus::CorpusResult;
-use crate::compare::checks::cross::CrossResult;
-use crate::compare::checks::greedy::GreedyResult;
-use crate::compare::checks::logits::LogitsResult;
-use crate::compare::checks::sampling::SamplingCheck;
-use crate::compare::checks::split::SplitResult;
-use crate::compare::checks::taps::TapsResult;
-use crate::compare::checks::tokens::ChatCheck;
-use crate::compare::checks::tokens::CorpusCheck;
-use crate::compare::checks::tokens::PromptTokens;
 use std::fmt::Write as _;
+
+use crate::compare::checks::{registry, Level};
 
 use super::{ModelReport, PromptReport};
 use crate::compare::{Failure, Report};
 
-/// The checks of one prompt on one path, in report order.
-pub const PROMPT_CHECKS: [&str; 11] = [
-    "tokens",
-    "taps",
-    "logits_nmse",
-    "kld_mean",
-    "kld_max",
-    "top1",
-    "greedy",
-    "vs",
-    "split",
-    "corpus",
-    "validation",
-];
+/// The checks of one prompt on one path, in report order: each check's
+/// failure names ([`registry::failure_names`]), then the validation count.
+pub fn prompt_checks() -> Vec<&'static str> {
+    registry::failure_names(Level::Prompt)
+        .chain(["validation"])
+        .collect()
+}
 
 /// One `<testcase>`.
 #[derive(Debug, PartialEq)]
@@ -50,15 +35,8 @@ struct Case<'a> {
 /// Whether `p` measured `check` (a check that failed is listed either way).
 fn measured(p: &PromptReport, check: &str) -> bool {
     match check {
-        "tokens" => p.checks.get::<PromptTokens>().is_some(),
-        "taps" => p.checks.get::<TapsResult>().is_some(),
-        "logits_nmse" | "kld_mean" | "kld_max" | "top1" => p.checks.get::<LogitsResult>().is_some(),
-        "greedy" => p.checks.get::<GreedyResult>().is_some(),
-        "vs" => p.checks.get::<CrossResult>().is_some(),
-        "split" => p.checks.get::<SplitResult>().is_some(),
-        "corpus" => p.checks.get::<CorpusResult>().is_some(),
         "validation" => p.validation_messages.is_some(),
-        _ => false,
+        _ => p.checks.iter().any(|r| r.failure_names().contains(&check)),
     }
 }
 
@@ -86,10 +64,11 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
     let mut cases = Vec::new();
     for p in &m.prompts {
         let at = format!("{}/{}", p.prompt, p.path);
-        let checks = PROMPT_CHECKS
+        let known = prompt_checks();
+        let checks = known
             .iter()
             .copied()
-            .chain(other_checks(&p.failures, &PROMPT_CHECKS));
+            .chain(other_checks(&p.failures, &known));
         for check in checks {
             let failures = details(&p.failures, check);
             if measured(p, check) || !failures.is_empty() {
@@ -101,19 +80,14 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
             }
         }
     }
-    let model_checks = ["tokenizer", "chat", "sampling"];
+    let model_checks: Vec<&str> = registry::failure_names(Level::Model).collect();
     for check in model_checks
         .iter()
         .copied()
         .chain(other_checks(&m.failures, &model_checks))
     {
         let failures = details(&m.failures, check);
-        let ran = match check {
-            "tokenizer" => m.checks.get::<CorpusCheck>().is_some(),
-            "chat" => m.checks.get::<ChatCheck>().is_some(),
-            "sampling" => m.checks.get::<SamplingCheck>().is_some(),
-            _ => false,
-        };
+        let ran = m.checks.iter().any(|r| r.failure_names().contains(&check));
         if ran || !failures.is_empty() {
             cases.push(Case {
                 name: check.to_string(),
