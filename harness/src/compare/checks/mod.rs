@@ -76,4 +76,11 @@ pub trait Check: Clone + Debug + Serialize + DeserializeOwned + Registered {
 
     /// This result in one cell of a table.
     fn summary(&self) -> String;
+
+    /// A model-level check's row in the table: its label (its key by
+    /// default) and whether the result passes.
+    const LABEL: &'static str = Self::KEY;
+    fn passed(&self) -> bool {
+        true
+    }
 }

@@ -78,6 +78,20 @@ macro_rules! registry {
                 }
             }
 
+            /// Its row label and verdict in the table ([`Check::LABEL`],
+            /// [`Check::passed`]).
+            pub fn label(&self) -> &'static str {
+                match self {
+                    $(CheckResult::$variant(_) => <$ty as Check>::LABEL),*
+                }
+            }
+
+            pub fn passed(&self) -> bool {
+                match self {
+                    $(CheckResult::$variant(x) => x.passed()),*
+                }
+            }
+
             /// This result in one cell of a table.
             pub fn summary(&self) -> String {
                 match self {

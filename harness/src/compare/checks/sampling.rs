@@ -246,6 +246,7 @@ pub fn check(
 
 impl Check for SamplingCheck {
     const KEY: &'static str = "sampling";
+    const LABEL: &'static str = "(sampling)";
     const LEVEL: Level = Level::Model;
     const MEASURES: &'static str =
         "the sampler against llama.cpp's chain on the captured logits: every stage's candidates and every draw";
@@ -263,6 +264,10 @@ impl Check for SamplingCheck {
             self.stages,
             self.ties.len()
         )
+    }
+
+    fn passed(&self) -> bool {
+        SamplingCheck::passed(self)
     }
 }
 

@@ -380,6 +380,7 @@ impl Check for PromptTokens {
 
 impl Check for CorpusCheck {
     const KEY: &'static str = "tokenizer";
+    const LABEL: &'static str = "(tokenizer corpus)";
     const LEVEL: Level = Level::Model;
     const MEASURES: &'static str =
         "the tokenizer corpus, every line and the whole text, parse_special off and on";
@@ -392,10 +393,15 @@ impl Check for CorpusCheck {
         let ok = self.compared - self.mismatches.len();
         format!("{ok}/{} exact", self.compared)
     }
+
+    fn passed(&self) -> bool {
+        self.mismatches.is_empty()
+    }
 }
 
 impl Check for ChatCheck {
     const KEY: &'static str = "chat";
+    const LABEL: &'static str = "(chat renders)";
     const LEVEL: Level = Level::Model;
     const MEASURES: &'static str = "the chat-template renders, byte for byte";
     const LIMIT_KEYS: &'static [&'static str] = &[];
@@ -406,6 +412,10 @@ impl Check for ChatCheck {
     fn summary(&self) -> String {
         let ok = self.compared - self.mismatches.len();
         format!("{ok}/{} exact", self.compared)
+    }
+
+    fn passed(&self) -> bool {
+        self.mismatches.is_empty()
     }
 }
 

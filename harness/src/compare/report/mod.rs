@@ -18,10 +18,9 @@ use crate::compare::checks::corpus::CorpusResult;
 use crate::compare::checks::cross::CrossResult;
 use crate::compare::checks::greedy::{GreedyResult, Outcome};
 use crate::compare::checks::logits::LogitsResult;
-use crate::compare::checks::sampling::SamplingCheck;
 use crate::compare::checks::split::SplitResult;
 use crate::compare::checks::taps::TapsResult;
-use crate::compare::checks::tokens::{ChatCheck, CorpusCheck, PromptTokens};
+use crate::compare::checks::tokens::PromptTokens;
 use crate::compare::checks::{Check, Checks, ModelLevel, PromptLevel};
 use crate::compare::plan::matrix::Shard;
 
@@ -317,9 +316,7 @@ impl Report {
                     keys.push(Some((p, Some(v.against))));
                 }
             }
-            let model_rows = usize::from(m.checks.get::<CorpusCheck>().is_some())
-                + usize::from(m.checks.get::<ChatCheck>().is_some())
-                + usize::from(m.checks.get::<SamplingCheck>().is_some())
+            let model_rows = m.checks.iter().count()
                 + usize::from(
                     m.skipped.is_some() || (m.prompts.is_empty() && !m.failures.is_empty()),
                 );
@@ -355,24 +352,8 @@ impl Report {
                     rows.push(split_row(p, s));
                 }
             }
-            if let Some(t) = m.checks.get::<CorpusCheck>() {
-                rows.push(model_row(
-                    &m.id,
-                    "(tokenizer corpus)",
-                    t.summary(),
-                    t.mismatches.is_empty(),
-                ));
-            }
-            if let Some(c) = m.checks.get::<ChatCheck>() {
-                rows.push(model_row(
-                    &m.id,
-                    "(chat renders)",
-                    c.summary(),
-                    c.mismatches.is_empty(),
-                ));
-            }
-            if let Some(c) = m.checks.get::<SamplingCheck>() {
-                rows.push(model_row(&m.id, "(sampling)", c.summary(), c.passed()));
+            for c in m.checks.iter() {
+                rows.push(model_row(&m.id, c.label(), c.summary(), c.passed()));
             }
             if let Some(why) = &m.skipped {
                 rows.push(model_row(&m.id, "-", format!("skipped: {why}"), true));
