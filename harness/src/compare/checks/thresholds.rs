@@ -8,7 +8,7 @@
 //! kld_max = 0.1
 //! top1_min = 0.9
 //! near_tie = 0.5
-//! routing_tie = 5e-3  # a mixture of experts: see compare::routing
+//! routing_tie = 5e-3  # a mixture of experts: see compare::checks::routing
 //!
 //! [smollm2-135m-instruct-q4_1.cpu.taps]
 //! default = 1e-2      # any tap not named here
