@@ -17,5 +17,6 @@ pub mod compare;
 pub mod metrics;
 #[cfg(feature = "fault-injection")]
 pub mod mutants;
+mod nan;
 pub mod reference;
 pub mod structure;

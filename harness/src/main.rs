@@ -131,7 +131,7 @@ struct CompareArgs {
     threads: usize,
     /// Prompt tokens per forward pass (each pass's logits are held at once;
     /// the CPU path under the exact profile takes the capture's batch).
-    #[arg(long, default_value_t = harness::compare::run::CHUNK)]
+    #[arg(long, default_value_t = harness::compare::plan::CHUNK)]
     chunk: usize,
     /// The CPU path's limits: exact (every tap, the logits and the greedy
     /// steps bit-identical), calibrated (ci/thresholds.toml), or auto:
@@ -140,7 +140,7 @@ struct CompareArgs {
     /// no flash attention, F32 KV), calibrated otherwise, the reason in
     /// the report.
     #[arg(long, default_value = "auto", value_name = "auto|exact|calibrated")]
-    profile: harness::compare::profile::Profile,
+    profile: harness::compare::checks::profile::Profile,
     /// The Vulkan device of the GPU paths: an index or part of its name
     /// (default: a discrete GPU first).
     #[arg(long, value_name = "INDEX|NAME")]
@@ -294,8 +294,8 @@ fn publish(report: &harness::compare::Report, files: &ReportFiles, tool: &str) -
             "report",
             Report::to_json as fn(&Report) -> String,
         ),
-        (&files.junit, "JUnit XML", compare::junit::to_junit),
-        (&files.html, "HTML report", compare::html::to_html),
+        (&files.junit, "JUnit XML", compare::report::junit::to_junit),
+        (&files.html, "HTML report", compare::report::html::to_html),
     ];
     for (path, what, render) in outputs {
         let Some(path) = path else { continue };
@@ -313,7 +313,7 @@ fn publish(report: &harness::compare::Report, files: &ReportFiles, tool: &str) -
 }
 
 fn merge(args: MergeArgs) -> ExitCode {
-    let merged = read_reports(&args.reports).and_then(harness::compare::merge::merge);
+    let merged = read_reports(&args.reports).and_then(harness::compare::report::merge::merge);
     match merged {
         Ok(r) => publish(&r, &args.files, "harness merge"),
         Err(e) => {
@@ -324,7 +324,7 @@ fn merge(args: MergeArgs) -> ExitCode {
 }
 
 fn costs(reports: &[PathBuf], out: &std::path::Path) -> ExitCode {
-    use harness::compare::matrix::Costs;
+    use harness::compare::plan::matrix::Costs;
     let reports = match read_reports(reports) {
         Ok(r) => r,
         Err(e) => {
@@ -374,7 +374,11 @@ fn compare(mut args: CompareArgs) -> ExitCode {
         }
     };
     // Read before the run, so that a wrong path costs nothing.
-    let baseline = match args.baseline.as_deref().map(compare::baseline::load) {
+    let baseline = match args
+        .baseline
+        .as_deref()
+        .map(compare::report::baseline::load)
+    {
         None => None,
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => {
@@ -413,7 +417,7 @@ fn compare(mut args: CompareArgs) -> ExitCode {
     }
     let costs = repo.join(&args.costs);
     if costs.is_file() {
-        match harness::compare::matrix::Costs::load(&costs) {
+        match harness::compare::plan::matrix::Costs::load(&costs) {
             Ok(c) => opts.costs = c,
             Err(e) => {
                 eprintln!("harness compare: --costs: {e}");
@@ -451,7 +455,7 @@ fn compare(mut args: CompareArgs) -> ExitCode {
     if let (Some(old), Some(file)) = (&baseline, &args.baseline) {
         let file = file.display().to_string();
         let fail = args.fail_on_regression;
-        for w in compare::baseline::apply(&mut report, old, &file, fail) {
+        for w in compare::report::baseline::apply(&mut report, old, &file, fail) {
             eprintln!("harness compare: warning: {w}");
         }
     }

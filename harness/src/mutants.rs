@@ -36,7 +36,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::compare::profile::Profile;
+use crate::compare::checks::profile::Profile;
+use crate::compare::checks::split::SplitResult;
+use crate::compare::checks::taps::TapsResult;
 use crate::compare::{self, Options, Path, Report, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
@@ -644,10 +646,13 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
     let mut localised = true;
     let prompts = report.models.iter().flat_map(|r| &r.prompts);
     for p in prompts {
-        let first = p.taps.as_ref().and_then(|t| t.first_divergence.as_ref());
+        let first = p
+            .checks
+            .get::<TapsResult>()
+            .and_then(|t| t.first_divergence.as_ref());
         let split = p
-            .split
-            .as_ref()
+            .checks
+            .get::<SplitResult>()
             .and_then(|s| s.taps.first_divergence.as_ref());
         for (d, what) in [(first, ""), (split, " split")] {
             if let Some(d) = d {
@@ -661,13 +666,14 @@ pub fn judge(m: &Mutant, report: &Report, seconds: f64) -> Outcome {
                 ));
             }
         }
-        let at = |d: Option<&crate::compare::taps::TapRow>, (layer, names): (usize, &[&str])| {
+        let at = |d: Option<&crate::compare::checks::taps::TapRow>,
+                  (layer, names): (usize, &[&str])| {
             d.is_some_and(|d| d.layer == Some(layer) && names.contains(&d.name.as_str()))
         };
         if let Some(want) = m.expected.tap {
             localised &= at(first, want);
         }
-        if let (Some(want), Some(_)) = (m.expected.split, &p.split) {
+        if let (Some(want), Some(_)) = (m.expected.split, p.checks.get::<SplitResult>()) {
             localised &= at(split, want);
         }
     }

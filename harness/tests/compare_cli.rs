@@ -3,6 +3,7 @@
 //! is skipped (a line, not a failure) unless named with `--model`; a model
 //! without limits is measured and fails.
 
+use harness::compare::checks::tokens::CorpusCheck;
 use std::path::PathBuf;
 
 use harness::compare::{self, Options, Thresholds};
@@ -161,7 +162,7 @@ fn unsupported_architectures_are_skipped_unless_named() {
     );
     assert!(gemma.prompts.is_empty() && gemma.failures.is_empty());
     // its tokenizer needs no forward pass: still compared
-    let t = gemma.tokenizer.as_ref().unwrap();
+    let t = gemma.checks.get::<CorpusCheck>().unwrap();
     assert!(t.mismatches.is_empty() && t.compared > 800);
     assert!(report.passed(), "{}", report.table());
     assert!(report

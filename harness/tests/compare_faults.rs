@@ -12,6 +12,11 @@
 //! The faults go through the engine's `ModelOptions::spec_edit` hook, so no
 //! model code knows about them.
 
+use harness::compare::checks::corpus::CorpusResult;
+use harness::compare::checks::cross::CrossResult;
+use harness::compare::checks::greedy::GreedyResult;
+use harness::compare::checks::taps::TapsResult;
+use harness::compare::checks::tokens::PromptTokens;
 use std::path::{Path, PathBuf};
 
 use engine::model::spec::SwaRule;
@@ -54,7 +59,10 @@ fn wrong_rope_pairing_diverges_first_at_layer_0_post_rope() {
     eprintln!("{}", report.table());
     assert!(!report.passed(), "{}", report.table());
     let p = &report.models[0].prompts[0];
-    let taps = p.taps.as_ref().expect("capital-france has taps");
+    let taps = p
+        .checks
+        .get::<TapsResult>()
+        .expect("capital-france has taps");
     let first = taps.first_divergence.as_ref().expect("a divergence");
     assert_eq!(first.layer, Some(0), "{}", report.table());
     assert!(
@@ -84,8 +92,8 @@ fn the_unedited_model_passes_the_same_comparison() {
     let report = compare::run(&options(SMOLLM2)).unwrap();
     assert!(report.passed(), "{}", report.table());
     let p = &report.models[0].prompts[0];
-    assert!(p.tokens.as_ref().unwrap().exact());
-    assert_eq!(p.greedy.as_ref().unwrap().agree, 4);
+    assert!(p.checks.get::<PromptTokens>().unwrap().exact());
+    assert_eq!(p.checks.get::<GreedyResult>().unwrap().agree, 4);
 }
 
 fn all_global(spec: &mut ArchSpec) {
@@ -101,7 +109,13 @@ fn gemma_without_its_sliding_window_pattern_diverges_at_layer_0() {
     let report = compare::run(&o).unwrap();
     assert!(!report.passed(), "{}", report.table());
     let p = &report.models[0].prompts[0];
-    let first = p.taps.as_ref().unwrap().first_divergence.as_ref().unwrap();
+    let first = p
+        .checks
+        .get::<TapsResult>()
+        .unwrap()
+        .first_divergence
+        .as_ref()
+        .unwrap();
     assert_eq!(
         (first.layer, first.op.as_str()),
         (Some(0), "ROPE"),
@@ -132,8 +146,8 @@ fn wrong_rope_pairing_on_the_gpu_path_diverges_at_layer_0_post_rope() {
         .find(|p| p.path == compare::Path::Gpu)
         .expect("a GPU row");
     let first = gpu
-        .taps
-        .as_ref()
+        .checks
+        .get::<TapsResult>()
         .and_then(|t| t.first_divergence.as_ref())
         .expect("a divergence on the GPU path");
     assert_eq!(first.layer, Some(0), "{}", report.table());
@@ -146,7 +160,10 @@ fn wrong_rope_pairing_on_the_gpu_path_diverges_at_layer_0_post_rope() {
     );
     assert_eq!(gpu.validation_messages, Some(0));
     // Against the CPU path (the same wrong model), no divergence.
-    let vs = gpu.vs.as_ref().expect("the GPU against the CPU");
+    let vs = gpu
+        .checks
+        .get::<CrossResult>()
+        .expect("the GPU against the CPU");
     assert!(
         vs.taps.as_ref().unwrap().first_divergence.is_none(),
         "{}",
@@ -171,7 +188,10 @@ fn qwen3_with_norm_rope_diverges_at_layer_0_post_rope() {
     eprintln!("{}", report.table());
     assert!(!report.passed(), "{}", report.table());
     let p = &report.models[0].prompts[0];
-    let taps = p.taps.as_ref().expect("capital-france has taps");
+    let taps = p
+        .checks
+        .get::<TapsResult>()
+        .expect("capital-france has taps");
     let first = taps.first_divergence.as_ref().expect("a divergence");
     assert_eq!(
         (first.layer, first.op.as_str()),
@@ -201,7 +221,7 @@ fn wrong_rope_pairing_fails_the_corpus_kld() {
     let report = compare::run(&o).unwrap();
     eprintln!("{}", report.table());
     let p = &report.models[0].prompts[0];
-    let c = p.corpus.as_ref().expect("the corpus item ran");
+    let c = p.checks.get::<CorpusResult>().expect("the corpus item ran");
     let l = c.limits.as_ref().expect("judged");
     assert!(c.kld_mean > 10.0 * l.kld_mean, "{c:?}");
     for what in ["KLD mean", "KLD p99", "top-1"] {

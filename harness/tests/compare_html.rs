@@ -4,11 +4,12 @@
 //! and GPU paths, 2 greedy steps) and the screenshot must show something:
 //! a fair share of non-white pixels in more than a few colours.
 
+use harness::compare::checks::taps::TapsResult;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::compare::{self, html, Options, Thresholds};
+use harness::compare::{self, report::html, Options, Thresholds};
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
 
@@ -120,7 +121,7 @@ fn the_html_report_of_a_small_comparison_renders_in_chromium() {
     // KLD chart, under the verdict.
     let mut names: Vec<&str> = Vec::new();
     for p in &report.models[0].prompts {
-        for r in &p.taps.as_ref().unwrap().rows {
+        for r in &p.checks.get::<TapsResult>().unwrap().rows {
             if !names.contains(&r.name.as_str()) {
                 names.push(&r.name);
             }

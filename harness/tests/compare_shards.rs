@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use harness::compare::matrix::{Costs, Shard};
-use harness::compare::{self, merge, Options, Report, Thresholds};
+use harness::compare::plan::matrix::{Costs, Shard};
+use harness::compare::{self, report::merge, Options, Report, Thresholds};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -8,7 +8,7 @@ pub mod structure;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use harness::compare::{names, Options, Paths};
+use harness::compare::{plan::names, Options, Paths};
 
 /// The repository root: `given` (`--repo`), else the nearest directory
 /// from the current one up that holds ci/thresholds.toml and

@@ -33,12 +33,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::corpus::CorpusResult;
-use super::logits::LogitsResult;
-use super::report::{PromptReport, Report};
-use super::routing::ROUTING_TIE;
-use super::taps::TapsResult;
-use super::Path;
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::GreedyResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::routing::ROUTING_TIE;
+use crate::compare::checks::taps::TapsResult;
+use crate::compare::report::{PromptReport, Report};
+use crate::compare::Path;
 
 /// Layer-0 taps held to `exact_layer0` on the cpu path.
 pub const EXACT_LAYER0: &[&str] = &[
@@ -170,22 +172,22 @@ pub fn draft(report: &Report, rules: &Rules) -> Result<String, String> {
             };
             let order = m.paths.iter().position(|x| *x == p.path).unwrap_or(0);
             let greedy_margin = p
-                .greedy
-                .as_ref()
+                .checks
+                .get::<GreedyResult>()
                 .and_then(|g| g.mismatch.as_ref())
                 .and_then(|x| x.reference_margin_to_ours);
-            if let Some(l) = &p.logits {
+            if let Some(l) = p.checks.get::<LogitsResult>() {
                 entries
                     .entry((order, entry_key(p.path)))
                     .or_default()
                     .push(Measured {
                         at: at(p),
                         logits: l,
-                        taps: p.taps.as_ref(),
+                        taps: p.checks.get::<TapsResult>(),
                         greedy_margin,
                     });
             }
-            if let Some(v) = &p.vs {
+            if let Some(v) = p.checks.get::<CrossResult>() {
                 entries
                     .entry((
                         order + m.paths.len(),
@@ -202,7 +204,7 @@ pub fn draft(report: &Report, rules: &Rules) -> Result<String, String> {
         }
         let mut corpus: BTreeMap<String, Vec<(&CorpusResult, String)>> = BTreeMap::new();
         for p in &m.prompts {
-            if let Some(c) = &p.corpus {
+            if let Some(c) = p.checks.get::<CorpusResult>() {
                 corpus
                     .entry(entry_key(p.path))
                     .or_default()
@@ -520,12 +522,19 @@ mod tests {
         let mut checked = 0;
         for m in &report.models {
             for p in &m.prompts {
-                let Some(l) = &p.logits else { continue };
+                let Some(l) = p.checks.get::<LogitsResult>() else {
+                    continue;
+                };
                 let lim = t.limits(&m.id, p.path).unwrap_or_else(|| panic!("{text}"));
                 assert!(l.nmse <= lim.logits_nmse, "{text}");
                 assert!(l.kld.mean <= lim.kld_mean && l.kld.max <= lim.kld_max);
                 assert!(l.top1_rate() >= lim.top1_min);
-                for row in p.taps.iter().flat_map(|t| &t.rows) {
+                for row in p
+                    .checks
+                    .get::<TapsResult>()
+                    .into_iter()
+                    .flat_map(|t| &t.rows)
+                {
                     let before = row.layer.is_none() && row.name == "inp_scaled";
                     assert!(
                         row.nmse <= lim.tap_nmse(&row.name, row.layer, before),
@@ -548,11 +557,11 @@ mod tests {
         let cpu = report.models[0]
             .prompts
             .iter()
-            .find(|p| p.path == Path::Cpu && p.taps.is_some())
+            .find(|p| p.path == Path::Cpu && p.checks.get::<TapsResult>().is_some())
             .expect("the sample has cpu taps");
         for row in cpu
-            .taps
-            .as_ref()
+            .checks
+            .get::<TapsResult>()
             .unwrap()
             .rows
             .iter()
@@ -578,7 +587,7 @@ mod tests {
         }
         // A non-finite measurement refuses to calibrate.
         for p in &mut report.models[0].prompts {
-            if let Some(l) = &mut p.logits {
+            if let Some(l) = p.checks.get_mut::<LogitsResult>() {
                 l.nmse = f64::NAN;
             }
         }
@@ -610,7 +619,7 @@ mod tests {
             limits: None,
         };
         let mut p = PromptReport::new(&m.id, "corpus:t", Path::Cpu, 512);
-        p.corpus = Some(corpus.clone());
+        p.checks.put(corpus.clone());
         m.prompts.push(p.clone());
         let text = draft(&report, &Rules::default()).unwrap();
         let t = Thresholds::parse(&text, "d").unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -621,7 +630,8 @@ mod tests {
         assert!((c.top1_min - 0.87).abs() < 1e-9, "{text}");
         // A corpus on a path without prompts has no entry to join.
         let m = &mut report.models[0];
-        m.prompts.retain(|q| q.corpus.is_some());
+        m.prompts
+            .retain(|q| q.checks.get::<CorpusResult>().is_some());
         let e = draft(&report, &Rules::default()).unwrap_err();
         assert!(e.contains("without a prompt"), "{e}");
     }

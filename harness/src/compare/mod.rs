@@ -3,60 +3,41 @@
 //! limits of `ci/thresholds.toml`.
 //!
 //! Per model, prompt and path ([`Path`]):
-//! - [`tokens`]: the prompt tokenized by our tokenizer (chat prompts through
+//! - [`checks::tokens`]: the prompt tokenized by our tokenizer (chat prompts through
 //!   our chat template) must equal the captured ids; the engine then runs
 //!   on the *captured* ids either way, so that a tokenizer fault does not
 //!   hide everything else. Per model: the tokenizer corpus (every line,
 //!   `parse_special` off and on) and the chat-template renders, exact.
-//! - [`taps`]: every intermediate tensor we emit against llama.cpp's graph
+//! - [`checks::taps`]: every intermediate tensor we emit against llama.cpp's graph
 //!   tensor of the same meaning (NMSE, max abs, cosine); the first one in
-//!   graph order over its limit is the first divergence ([`sink`] keeps
-//!   what the engine emits; [`routing`] judges experts routed differently
+//!   graph order over its limit is the first divergence ([`checks::sink`] keeps
+//!   what the engine emits; [`checks::routing`] judges experts routed differently
 //!   and says what a near-tie leaves out).
-//! - [`logits`]: NMSE of the last position's logits; KL divergence and
+//! - [`checks::logits`]: NMSE of the last position's logits; KL divergence and
 //!   top-1 agreement at every prompt position.
-//! - [`greedy`]: our own greedy continuation against the captured one,
+//! - [`checks::greedy`]: our own greedy continuation against the captured one,
 //!   near-ties told apart from failures.
-//! - [`cross`]: every path after the first against the first (the GPU
+//! - [`checks::cross`]: every path after the first against the first (the GPU
 //!   against the CPU), taps and logits, with limits of their own
 //!   (`[model."gpu-vs-cpu"]`, `[model."hybrid-vs-cpu"]` for any
 //!   `hybrid:N` against the CPU); on a GPU path, the validation layer's
 //!   message count (any message fails).
-//! - [`split`]: a `hybrid:N` path's taps up to the first after its
+//! - [`checks::split`]: a `hybrid:N` path's taps up to the first after its
 //!   hand-off against the `gpu` path's, at rounding.
 //!
-//! [`run`] does it all in-process and returns a [`Report`]; [`report`]
-//! prints it and writes it as JSON, [`junit`] as JUnit XML, [`html`] as
-//! one self-contained HTML page with plots.
+//! Each is a [`checks::Check`], listed once in [`checks::registry`]; the
+//! items and their shards are [`plan`]'s. [`run`] does it all in-process
+//! and returns a [`Report`]; [`report`] prints it and writes it as JSON,
+//! [`report::junit`] as JUnit XML, [`report::html`] as one self-contained
+//! HTML page with plots.
 
-pub mod baseline;
 pub mod calibrate;
-pub mod corpus;
-pub mod cross;
-pub mod greedy;
-pub mod headline;
-pub mod html;
-pub mod junit;
-pub mod logits;
-pub mod matrix;
-pub mod merge;
-pub mod names;
-pub mod nan;
-pub mod plots;
-pub mod profile;
-pub mod provenance;
-pub mod regression;
+pub mod checks;
+pub mod plan;
 pub mod report;
-pub mod routing;
 pub mod run;
 #[cfg(test)]
 mod sample;
-pub mod sampling;
-pub mod sink;
-pub mod split;
-pub mod taps;
-pub mod thresholds;
-pub mod tokens;
 
 use std::fmt;
 use std::str::FromStr;
@@ -69,9 +50,10 @@ use engine::setup::{GpuLayers, GpuRequest};
 use engine::vulkan::VulkanOptions;
 use serde::{Deserialize, Serialize};
 
+pub use checks::thresholds::{Limits, Thresholds};
+pub use plan::Options;
 pub use report::Report;
-pub use run::{run, Options};
-pub use thresholds::{Limits, Thresholds};
+pub use run::run;
 
 /// A way of running the engine: which devices run which layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,12 +1,13 @@
 //! A small hand-made [`Report`] for the tests of the report writers.
 
-use super::cross::CrossResult;
-use super::greedy::{GreedyResult, Outcome};
-use super::logits::{LogitsResult, PositionStat};
-use super::report::{ModelReport, PromptReport};
-use super::taps::{TapRow, TapsResult};
-use super::tokens::{ChatCheck, CorpusCheck, PromptTokens, RenderMismatch};
-use super::{Failure, Path, Report};
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::{GreedyResult, Outcome};
+use crate::compare::checks::logits::{LogitsResult, PositionStat};
+use crate::compare::checks::taps::{TapRow, TapsResult};
+use crate::compare::checks::tokens::{ChatCheck, CorpusCheck, PromptTokens, RenderMismatch};
+use crate::compare::checks::Checks;
+use crate::compare::report::{ModelReport, PromptReport};
+use crate::compare::{Failure, Path, Report};
 use crate::metrics;
 
 fn taps(layers: usize, scale: f64, reference: &str) -> TapsResult {
@@ -78,16 +79,16 @@ fn logits(n: usize, scale: f64, disagree: &[usize]) -> LogitsResult {
 
 fn prompt(path: Path, scale: f64) -> PromptReport {
     let mut p = PromptReport::new("smol", "capital", path, 6);
-    p.tokens = Some(PromptTokens {
+    p.checks.put(PromptTokens {
         text_matches: true,
         n_ours: 6,
         n_reference: 6,
         first_difference: None,
         detail: None,
     });
-    p.taps = Some(taps(3, scale, ""));
-    p.logits = Some(logits(6, scale, &[]));
-    p.greedy = Some(GreedyResult {
+    p.checks.put(taps(3, scale, ""));
+    p.checks.put(logits(6, scale, &[]));
+    p.checks.put(GreedyResult {
         reference_len: 4,
         compared: 4,
         agree: 4,
@@ -104,9 +105,9 @@ fn prompt(path: Path, scale: f64) -> PromptReport {
 pub fn report() -> Report {
     let cpu = prompt(Path::Cpu, 1e-6);
     let mut gpu = prompt(Path::Gpu, 1e-4);
-    gpu.taps = Some(taps(3, 2e-4, ""));
-    gpu.logits = Some(logits(6, 1e-4, &[2, 4, 5]));
-    gpu.vs = Some(CrossResult {
+    gpu.checks.put(taps(3, 2e-4, ""));
+    gpu.checks.put(logits(6, 1e-4, &[2, 4, 5]));
+    gpu.checks.put(CrossResult {
         against: Path::Cpu,
         taps: Some(taps(3, 1e-5, "cpu:")),
         logits: logits(6, 1e-5, &[]),
@@ -124,25 +125,25 @@ pub fn report() -> Report {
         skipped: None,
         paths: vec![Path::Cpu, Path::Gpu],
         failures: vec![Failure::new("chat", "render 'a' differs at byte 3")],
-        tokenizer: Some(CorpusCheck {
-            lines: 3,
-            compared: 8,
-            mismatches: Vec::new(),
-        }),
-        chat: Some(ChatCheck {
-            compared: 2,
-            mismatches: vec![RenderMismatch {
-                id: "a".into(),
-                add_generation_prompt: true,
-                first_difference: 3,
-                detail: "x".into(),
-            }],
-        }),
-        sampling: None,
+        checks: Checks::default(),
         prompts: vec![cpu, gpu],
         text_seconds: 0.25,
         seconds: 1.5,
     };
+    smol.checks.put(CorpusCheck {
+        lines: 3,
+        compared: 8,
+        mismatches: Vec::new(),
+    });
+    smol.checks.put(ChatCheck {
+        compared: 2,
+        mismatches: vec![RenderMismatch {
+            id: "a".into(),
+            add_generation_prompt: true,
+            first_difference: 3,
+            detail: "x".into(),
+        }],
+    });
     smol.prompts[1].seconds = 0.5;
     let mamba = ModelReport {
         id: "mamba".into(),
@@ -151,9 +152,7 @@ pub fn report() -> Report {
         skipped: Some("architecture 'mamba' not implemented".into()),
         paths: Vec::new(),
         failures: Vec::new(),
-        tokenizer: None,
-        chat: None,
-        sampling: None,
+        checks: Checks::default(),
         prompts: Vec::new(),
         text_seconds: 0.0,
         seconds: 0.0,
@@ -161,7 +160,7 @@ pub fn report() -> Report {
     Report {
         reference_dir: "reference-data".into(),
         thresholds: "ci/thresholds.toml".into(),
-        paths: super::Paths::List(vec![Path::Cpu, Path::Gpu]),
+        paths: crate::compare::Paths::List(vec![Path::Cpu, Path::Gpu]),
         provenance: Default::default(),
         shard: None,
         items: Vec::new(),

@@ -7,7 +7,7 @@
 //! `_typical`, `_top_p`, `_min_p`, `_temp_ext`, `_dist`, one
 //! `llama_sampler_apply` each, in the order of `common/sampling.cpp`);
 //! compared by `harness compare` (the model's text item,
-//! [`crate::compare::sampling`]).
+//! [`crate::compare::checks::sampling`]).
 //!
 //! The logits are each prompt's last-position logits of the capture
 //! (`logits/last`), so the check needs no forward pass: it judges the

@@ -1,7 +1,7 @@
 //! A model's corpus item on each selected path: the engine over every
 //! chunk of the corpus base, each from an empty context (a session of the
 //! base's context per path), scored against llama.cpp's distributions
-//! ([`crate::compare::corpus`]).
+//! ([`crate::compare::checks::corpus`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,9 +14,9 @@ use engine::tokenizer::Tokenizer;
 use engine::vulkan::VulkanOptions;
 
 use super::progress::Progress;
-use super::Options;
-use crate::compare::corpus::{score_chunk, CorpusResult};
-use crate::compare::matrix::Item;
+use crate::compare::checks::corpus::{score_chunk, CorpusResult};
+use crate::compare::plan::matrix::Item;
+use crate::compare::plan::Options;
 use crate::compare::report::PromptReport;
 use crate::compare::{Failure, Path};
 use crate::reference::corpus::CorpusBase;
@@ -161,7 +161,7 @@ impl CorpusRun<'_> {
         if let Some(l) = &limits {
             result.judge(l, &mut r.failures);
         }
-        r.corpus = Some(result);
+        r.checks.put(result);
         r
     }
 }

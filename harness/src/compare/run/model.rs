@@ -21,13 +21,13 @@ use super::progress::Progress;
 use super::text_checks::{
     chat_template, corpus_check, eog_check, prompt_tokens, render_check, sampling_check,
 };
-use super::Options;
-use crate::compare::cross::PathOutputs;
-use crate::compare::matrix::Item;
+use crate::compare::checks::cross::PathOutputs;
+use crate::compare::checks::thresholds::Limits;
+use crate::compare::checks::tokens::PromptTokens;
+use crate::compare::checks::{profile, split};
+use crate::compare::plan::matrix::Item;
+use crate::compare::plan::Options;
 use crate::compare::report::{ModelReport, PromptReport};
-use crate::compare::thresholds::Limits;
-use crate::compare::tokens::PromptTokens;
-use crate::compare::{profile, split};
 use crate::compare::{Failure, Path};
 use crate::reference::format::{Manifest, ManifestModel, PromptCapture};
 use crate::reference::writer::sha256_file;
@@ -55,9 +55,7 @@ impl ModelRun<'_> {
         if !text {
             // Model-level findings are the text item's.
             r.failures.clear();
-            r.tokenizer = None;
-            r.chat = None;
-            r.sampling = None;
+            r.checks = Default::default();
             r.text_seconds = 0.0;
         }
         r.seconds = start.elapsed().as_secs_f64();
@@ -416,7 +414,7 @@ impl ModelCtx<'_> {
                 if let Some(d) = &t.detail {
                     r.failures.push(Failure::new("tokens", d.clone()));
                 }
-                r.tokens = Some(t.clone());
+                r.checks.put(t.clone());
             }
             Err(e) => r.failures.push(Failure::new("tokens", e.clone())),
         }
@@ -454,10 +452,12 @@ impl ModelCtx<'_> {
         };
         let outputs = outputs.map(|(o, per_position)| {
             if let (Some(base), Some(l)) = (baseline, &cross_limits) {
-                r.vs = Some(cross_check(base, &o, per_position, l, &mut r));
+                let v = cross_check(base, &o, per_position, l, &mut r);
+                r.checks.put(v);
             }
             if let Some((base, n)) = split_base.filter(|(b, _)| !b.taps.is_empty()) {
-                r.split = Some(split_check(base, &o, n, &mut r));
+                let s = split_check(base, &o, n, &limits, &mut r);
+                r.checks.put(s);
             }
             o
         });

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::compare::matrix::Item;
+use crate::compare::plan::matrix::Item;
 
 pub(super) struct Progress {
     /// Estimated seconds of each item of the run.

@@ -1,11 +1,11 @@
 //! What a run records about itself in its report's provenance
-//! ([`crate::compare::provenance`]) once it has run: sharpi's version, the
+//! ([`crate::compare::report::provenance`]) once it has run: sharpi's version, the
 //! dirty flag, llama.cpp's version, the limits file's SHA-256, the faults
 //! injected and this machine (CPU model, CPU kernels, threads, and the
 //! Vulkan device and driver when a GPU path ran).
 
-use super::Options;
-use crate::compare::provenance::{llama_cpp_versions, Gpu, Machine};
+use crate::compare::plan::Options;
+use crate::compare::report::provenance::{llama_cpp_versions, Gpu, Machine};
 use crate::compare::report::Report;
 use crate::reference::format::Manifest;
 

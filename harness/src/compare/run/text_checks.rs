@@ -6,10 +6,10 @@ use engine::chat::{ChatTemplate, CHAT_TEMPLATE_KEY};
 use engine::gguf::GgufFile;
 use engine::tokenizer::Tokenizer;
 
-use super::Options;
+use crate::compare::checks::sampling;
+use crate::compare::checks::tokens::{self, PromptTokens};
+use crate::compare::plan::Options;
 use crate::compare::report::ModelReport;
-use crate::compare::sampling;
-use crate::compare::tokens::{self, PromptTokens};
 use crate::compare::Failure;
 use crate::reference::format::{Manifest, PromptCapture};
 use crate::reference::{ModelRef, PromptData, ReferenceData};
@@ -95,7 +95,7 @@ pub(super) fn render_check(
                     ),
                 ));
             }
-            r.chat = Some(c);
+            r.checks.put(c);
         }
         Err(e) => r.failures.push(Failure::new("chat", e)),
     }
@@ -126,7 +126,7 @@ pub(super) fn sampling_check(data: &ReferenceData, model_ref: ModelRef<'_>, r: &
             ),
         ));
     }
-    r.sampling = Some(check);
+    r.checks.put(check);
 }
 
 /// The tokenizer corpus, line by line.
@@ -160,7 +160,7 @@ pub(super) fn corpus_check(
                     ),
                 ));
             }
-            r.tokenizer = Some(c);
+            r.checks.put(c);
         }
         Err(e) => r.failures.push(Failure::new("tokenizer", e)),
     }

@@ -11,8 +11,8 @@
 //! divergence (a token, KLD or greedy failure, say) headlines its first
 //! failing check in report order.
 
-use super::taps::{TapRow, TapsResult};
-use super::{Failure, Path};
+use crate::compare::checks::taps::{TapRow, TapsResult};
+use crate::compare::{Failure, Path};
 
 /// What [`first_divergence`] picked.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,6 +138,7 @@ pub fn first_divergence<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::checks::cross::CrossResult;
     use crate::compare::sample;
 
     fn tap(h: &Headline) -> (String, Path, Option<Path>, String) {
@@ -177,7 +178,13 @@ mod tests {
         // An earlier divergence on a later prompt wins: Qcur-0 of gpu~cpu.
         let mut later = r.models[0].prompts[1].clone();
         later.prompt = "later".into();
-        let vs = later.vs.as_mut().unwrap().taps.as_mut().unwrap();
+        let vs = later
+            .checks
+            .get_mut::<CrossResult>()
+            .unwrap()
+            .taps
+            .as_mut()
+            .unwrap();
         vs.rows[1].pass = false;
         vs.first_divergence = Some(vs.rows[1].clone());
         r.models[0].prompts.push(later.clone());
@@ -197,7 +204,7 @@ mod tests {
     fn without_a_tap_divergence_the_first_failing_check() {
         let mut r = sample::report();
         for p in &mut r.models[0].prompts {
-            p.taps.as_mut().unwrap().first_divergence = None;
+            p.checks.get_mut::<TapsResult>().unwrap().first_divergence = None;
         }
         // The model-level chat failure comes first in report order.
         match r.first_divergence().unwrap() {

@@ -4,14 +4,19 @@
 //! within its limit. Items are matched by model, prompt and path; items
 //! present in only one report are listed, not failed.
 
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::GreedyResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::taps::TapsResult;
 use std::collections::HashMap;
 
 use super::regression::{
     corpus_regressions, cross_regressions, greedy_regression, item_key, logits_regressions,
     taps_regressions, BaselineComparison, Figure, Regression,
 };
-use super::report::{PromptReport, Report};
-use super::{Failure, Path};
+use super::{PromptReport, Report};
+use crate::compare::{Failure, Path};
 
 /// Reads a baseline report (`compare --json`); the error is one line.
 pub fn load(file: &std::path::Path) -> Result<Report, String> {
@@ -126,28 +131,40 @@ pub fn compare(now: &Report, baseline: &Report) -> (Vec<Regression>, Vec<String>
 /// the first path).
 pub fn prompt_regressions(baseline: &PromptReport, now: &PromptReport) -> Vec<Regression> {
     let mut found: Vec<(Option<Path>, Figure, f64, f64, String)> = Vec::new();
-    if let (Some(b), Some(n)) = (&baseline.taps, &now.taps) {
+    if let (Some(b), Some(n)) = (
+        baseline.checks.get::<TapsResult>(),
+        now.checks.get::<TapsResult>(),
+    ) {
         found.extend(
             taps_regressions(b, n)
                 .into_iter()
                 .map(|(f, b, n, d)| (None, f, b, n, d)),
         );
     }
-    if let (Some(b), Some(n)) = (&baseline.logits, &now.logits) {
+    if let (Some(b), Some(n)) = (
+        baseline.checks.get::<LogitsResult>(),
+        now.checks.get::<LogitsResult>(),
+    ) {
         found.extend(
             logits_regressions(b, n)
                 .into_iter()
                 .map(|(f, b, n, d)| (None, f, b, n, d)),
         );
     }
-    if let (Some(b), Some(n)) = (&baseline.corpus, &now.corpus) {
+    if let (Some(b), Some(n)) = (
+        baseline.checks.get::<CorpusResult>(),
+        now.checks.get::<CorpusResult>(),
+    ) {
         found.extend(
             corpus_regressions(b, n)
                 .into_iter()
                 .map(|(f, b, n, d)| (None, f, b, n, d)),
         );
     }
-    if let (Some(b), Some(n)) = (&baseline.greedy, &now.greedy) {
+    if let (Some(b), Some(n)) = (
+        baseline.checks.get::<GreedyResult>(),
+        now.checks.get::<GreedyResult>(),
+    ) {
         if let Some(r) = greedy_regression(b, n) {
             found.push((None, Figure::Greedy, b.agree as f64, n.agree as f64, r));
         }
@@ -163,7 +180,10 @@ pub fn prompt_regressions(baseline: &PromptReport, now: &PromptReport) -> Vec<Re
             ));
         }
     }
-    if let (Some(b), Some(n)) = (&baseline.vs, &now.vs) {
+    if let (Some(b), Some(n)) = (
+        baseline.checks.get::<CrossResult>(),
+        now.checks.get::<CrossResult>(),
+    ) {
         found.extend(
             cross_regressions(b, n)
                 .into_iter()
@@ -206,8 +226,8 @@ mod tests {
         let baseline = sample::report();
         let mut now = baseline.clone();
         let gpu = &mut now.models[0].prompts[1];
-        gpu.logits.as_mut().unwrap().kld.mean *= 1.5;
-        gpu.greedy.as_mut().unwrap().agree = 1;
+        gpu.checks.get_mut::<LogitsResult>().unwrap().kld.mean *= 1.5;
+        gpu.checks.get_mut::<GreedyResult>().unwrap().agree = 1;
         now.models[0].prompts[0].prompt = "other".into();
         now.provenance.thresholds_sha256 = "new".into();
 
@@ -244,7 +264,10 @@ mod tests {
     fn a_path_against_the_first_is_its_own_item() {
         let baseline = sample::report();
         let mut now = baseline.clone();
-        let vs = now.models[0].prompts[1].vs.as_mut().unwrap();
+        let vs = now.models[0].prompts[1]
+            .checks
+            .get_mut::<CrossResult>()
+            .unwrap();
         vs.logits.nmse *= 3.0;
         let (regressions, _, _) = compare(&now, &baseline);
         assert_eq!(regressions.len(), 1);

@@ -15,8 +15,8 @@
 
 use plotters::prelude::*;
 
-use super::logits::LogitsResult;
-use super::taps::{TapRow, TapsResult};
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::taps::{TapRow, TapsResult};
 
 /// Okabe–Ito: blue, vermillion, bluish green, reddish purple, orange, sky
 /// blue, black.

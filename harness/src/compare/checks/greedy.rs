@@ -11,6 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::thresholds::Limits;
+use super::{Check, Level};
+use crate::compare::Failure;
 use crate::metrics;
 use crate::reference::TopKRow;
 
@@ -126,6 +129,46 @@ pub fn run<'r>(
         }
     }
     Ok(out)
+}
+
+impl Check for GreedyResult {
+    const KEY: &'static str = "greedy";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "our greedy continuation against llama.cpp's, near-ties told apart from failures";
+    const LIMIT_KEYS: &'static [&'static str] = &["near_tie"];
+    const CALIBRATION: &'static str = "near_tie: the largest accepted margin times the headroom";
+    const BASELINE: &'static str = "greedy: fewer agreeing steps";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    fn failures(&self, limits: &Limits) -> Vec<Failure> {
+        if self.outcome != Outcome::Diverged {
+            return Vec::new();
+        }
+        let m = self.mismatch.as_ref().expect("a divergence has a mismatch");
+        vec![Failure::new(
+            "greedy",
+            format!(
+                "step {}: ours {} llama.cpp {}, llama.cpp's margin to ours {} (top-2 {:.3}) >= near-tie {}",
+                m.step,
+                m.ours,
+                m.reference,
+                m.reference_margin_to_ours
+                    .map_or("(not in its top-64)".to_string(), |x| format!("{x:.3}")),
+                m.reference_top2_margin,
+                limits.near_tie
+            ),
+        )]
+    }
+
+    fn summary(&self) -> String {
+        let tag = match self.outcome {
+            Outcome::Agree => "",
+            Outcome::NearTie => " near-tie",
+            Outcome::Diverged => " DIVERGED",
+        };
+        format!("{}/{}{tag}", self.agree, self.compared)
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use engine::chat::{ChatTemplate, Message};
 use engine::tokenizer::Tokenizer;
 use serde::{Deserialize, Serialize};
 
+use super::{Check, Level};
 use crate::reference::format::{ChatRenders, PromptCapture, PromptKind, TokenizerCapture};
 use crate::reference::inputs::{self, corpus_lines};
 use crate::reference::writer::sha256_hex;
@@ -354,6 +355,68 @@ pub fn compare_renders(
         );
     }
     Ok(out)
+}
+
+impl Check for PromptTokens {
+    const KEY: &'static str = "tokens";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "the prompt tokenized by us (chat prompts through our template) against the captured ids";
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const CALIBRATION: &'static str = "none: exact";
+    const BASELINE: &'static str = "not compared (exact)";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    fn summary(&self) -> String {
+        if self.exact() {
+            return "exact".into();
+        }
+        match self.first_difference {
+            Some(i) => format!("differ@{i}"),
+            None => "text differs".into(),
+        }
+    }
+}
+
+impl Check for CorpusCheck {
+    const KEY: &'static str = "tokenizer";
+    const LABEL: &'static str = "(tokenizer corpus)";
+    const LEVEL: Level = Level::Model;
+    const MEASURES: &'static str =
+        "the tokenizer corpus, every line and the whole text, parse_special off and on";
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const CALIBRATION: &'static str = "none: exact";
+    const BASELINE: &'static str = "not compared (exact)";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    fn summary(&self) -> String {
+        let ok = self.compared - self.mismatches.len();
+        format!("{ok}/{} exact", self.compared)
+    }
+
+    fn passed(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+}
+
+impl Check for ChatCheck {
+    const KEY: &'static str = "chat";
+    const LABEL: &'static str = "(chat renders)";
+    const LEVEL: Level = Level::Model;
+    const MEASURES: &'static str = "the chat-template renders, byte for byte";
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const CALIBRATION: &'static str = "none: exact";
+    const BASELINE: &'static str = "not compared (exact)";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    fn summary(&self) -> String {
+        let ok = self.compared - self.mismatches.len();
+        format!("{ok}/{} exact", self.compared)
+    }
+
+    fn passed(&self) -> bool {
+        self.mismatches.is_empty()
+    }
 }
 
 #[cfg(test)]

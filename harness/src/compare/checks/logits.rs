@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::thresholds::Limits;
+use super::{Check, Level};
+use crate::compare::{sci, within, Failure};
 use crate::metrics::{self, Summary, TopK};
 use crate::reference::TopKRow;
 
@@ -11,7 +14,7 @@ use crate::reference::TopKRow;
 pub struct PositionStat {
     /// KL(llama.cpp ‖ ours) over llama.cpp's top-64 and a tail bucket
     /// ([`metrics::kld_top_k`]).
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld: f64,
     /// Whether our most likely token is llama.cpp's.
     pub top1: bool,
@@ -69,11 +72,11 @@ pub fn position(reference: TopKRow<'_>, ours: &[f32]) -> PositionStat {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogitsResult {
     /// Last prompt position, whole vocabulary.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub nmse: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub max_abs: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub cosine: f64,
     /// Most likely token at the last position: ours and llama.cpp's.
     pub argmax_ours: Option<usize>,
@@ -130,6 +133,108 @@ pub fn summarize(
             .filter(|p| p.hard_disagreement(near_tie))
             .count(),
         per_position,
+    }
+}
+
+impl Check for LogitsResult {
+    const KEY: &'static str = "logits";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "NMSE of the last position's logits; KL divergence and top-1 agreement at every prompt position";
+    const LIMIT_KEYS: &'static [&'static str] =
+        &["logits_nmse", "kld_mean", "kld_max", "top1_min", "near_tie"];
+    const CALIBRATION: &'static str =
+        "each the worst over the run's prompts times the headroom (top1_min: the lowest, divided)";
+    const BASELINE: &'static str =
+        "logits_nmse: 2x; kld_mean: +10%; kld_max: +25%; top1: fewer positions agree";
+    const FAILURES: &'static [&'static str] = &["logits_nmse", "kld_mean", "kld_max", "top1"];
+    const NULL_WHEN_ABSENT: bool = true;
+
+    /// Under "logits_nmse", "logits" (the exact profile), "kld_mean",
+    /// "kld_max" and "top1".
+    fn failures(&self, limits: &Limits) -> Vec<Failure> {
+        let l = self;
+        let mut out = Vec::new();
+        if !within(l.nmse, limits.logits_nmse) {
+            out.push(Failure::new(
+                "logits_nmse",
+                format!(
+                    "last-position logits NMSE {:.3e} > {:.1e}",
+                    l.nmse, limits.logits_nmse
+                ),
+            ));
+        }
+        if limits.exact {
+            if let Some(pos) = l.per_position.iter().position(|p| !p.identical) {
+                let n = l.per_position.iter().filter(|p| !p.identical).count();
+                out.push(Failure::new(
+                    "logits",
+                    format!(
+                        "{n} of {} positions' top-64 logits differ from llama.cpp's (exact profile); first: position {pos}",
+                        l.positions
+                    ),
+                ));
+            }
+        }
+        if !within(l.kld.mean, limits.kld_mean) {
+            out.push(Failure::new(
+                "kld_mean",
+                format!("mean KLD {:.3e} > {:.1e}", l.kld.mean, limits.kld_mean),
+            ));
+        }
+        if !within(l.kld.max, limits.kld_max) {
+            let worst = l.per_position.iter().position(|p| p.kld == l.kld.max);
+            out.push(Failure::new(
+                "kld_max",
+                format!(
+                    "max KLD {:.3e} > {:.1e} (position {})",
+                    l.kld.max,
+                    limits.kld_max,
+                    worst.map_or("?".into(), |p| p.to_string())
+                ),
+            ));
+        }
+        if l.top1_rate() < limits.top1_min {
+            out.push(Failure::new(
+                "top1",
+                format!(
+                    "top-1 agreement {}/{} ({:.1}%) < {:.1}%",
+                    l.top1_agree,
+                    l.positions,
+                    100.0 * l.top1_rate(),
+                    100.0 * limits.top1_min
+                ),
+            ));
+        }
+        if let Some((pos, p)) = l
+            .per_position
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.hard_disagreement(limits.near_tie))
+        {
+            out.push(Failure::new(
+                "top1",
+                format!(
+                    "{} position(s) where our most likely token is not llama.cpp's and not a near-tie; first: position {pos}, llama.cpp's margin to ours {} >= {}",
+                    l.top1_hard,
+                    p.margin_to_ours
+                        .map_or("(not in its top-64)".to_string(), |m| format!("{m:.3}")),
+                    limits.near_tie
+                ),
+            ));
+        }
+        out
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "NMSE {}, KLD mean {}, max {}, top-1 {}/{}",
+            sci(self.nmse),
+            sci(self.kld.mean),
+            sci(self.kld.max),
+            self.top1_agree,
+            self.positions
+        )
     }
 }
 

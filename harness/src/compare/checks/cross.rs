@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 use super::logits::LogitsResult;
 use super::routing::Routing;
 use super::sink::OurTap;
-use super::taps::TapsResult;
+use super::taps::{self, Pairing, TapsResult};
 use super::thresholds::Limits;
-use super::Path;
+use super::{Check, Level};
+use crate::compare::Path;
+use crate::compare::{within, Failure};
 use crate::reference::arrays::TopKTable;
 
 /// Top ids kept per position of the reference path.
@@ -50,7 +52,6 @@ pub fn compare_taps(
     against: Path,
     limits: &Limits,
 ) -> TapsResult {
-    let mut out = TapsResult::default();
     let routing = Routing::find(
         ours,
         |name, l| {
@@ -59,58 +60,121 @@ pub fn compare_taps(
         },
         limits.routing_tie,
     );
-    let mut seen_layer = false;
-    for tap in ours {
-        seen_layer |= tap.layer.is_some();
-        let label = match tap.layer {
-            Some(l) => format!("{}-{l}", tap.name),
-            None => tap.name.clone(),
-        };
-        let Some(b) = base
-            .iter()
-            .find(|b| b.name == tap.name && b.layer == tap.layer)
-        else {
-            out.unmatched
-                .push(format!("{label}: the {against} path has no such tap"));
-            continue;
-        };
-        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
-        positions.sort_unstable();
-        let (mut want, mut got, mut compared) = (Vec::new(), Vec::new(), 0);
-        let mut missing = false;
-        for p in &positions {
-            let Some(r) = b.rows.get(p) else {
-                missing = true;
-                break;
-            };
-            if let Some((t, o)) = routing.select(&tap.name, tap.layer, *p, r, &tap.rows[p]) {
-                want.extend_from_slice(&t);
-                got.extend_from_slice(&o);
-                compared += 1;
-            }
-        }
-        if compared == 0 && !missing {
-            continue;
-        }
-        if missing || want.len() != got.len() || want.is_empty() {
-            out.unmatched.push(format!(
-                "{label}: the {against} path holds other positions or widths"
+    taps::align(
+        ours,
+        |tap, label, _| Some(pair_with(base, tap, label, against)),
+        Some(routing),
+        |tap, first| limits.tap_nmse(&tap.name, tap.layer, first),
+        false,
+    )
+}
+
+/// Our tap `tap` (labelled `label`) and the same tap of `base` (the
+/// `against` path's), at the positions we hold.
+pub fn pair_with<'a>(
+    base: &'a [OurTap],
+    tap: &'a OurTap,
+    label: &str,
+    against: Path,
+) -> Result<Pairing<'a>, String> {
+    let Some(b) = base
+        .iter()
+        .find(|b| b.name == tap.name && b.layer == tap.layer)
+    else {
+        return Err(format!("{label}: the {against} path has no such tap"));
+    };
+    let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
+    positions.sort_unstable();
+    Ok(Pairing {
+        reference: (format!("{against}:{label}"), String::new()),
+        rows: positions
+            .into_iter()
+            .map(|p| {
+                let theirs = b.rows.get(&p).map(Vec::as_slice);
+                (p, theirs, Some(tap.rows[&p].as_slice()))
+            })
+            .collect(),
+        mismatch: format!("{label}: the {against} path holds other positions or widths"),
+    })
+}
+
+impl Check for CrossResult {
+    const KEY: &'static str = "vs";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str = "this path's taps and logits against the run's first path's";
+    const LIMIT_KEYS: &'static [&'static str] = &[
+        "gpu-vs-cpu.taps",
+        "gpu-vs-cpu.logits_nmse",
+        "gpu-vs-cpu.kld_mean",
+        "gpu-vs-cpu.kld_max",
+        "gpu-vs-cpu.top1_min",
+        "hybrid-vs-cpu.*",
+    ];
+    const CALIBRATION: &'static str =
+        "as taps and logits, from the paths' figures against the first path";
+    const BASELINE: &'static str = "as taps and logits, the item being the path against the first";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    /// Under "vs", each detail starting "against PATH: ".
+    fn failures(&self, limits: &Limits) -> Vec<Failure> {
+        let against = self.against;
+        let mut out = Vec::new();
+        if let Some(d) = self.taps.as_ref().and_then(|t| t.first_divergence.as_ref()) {
+            out.push(Failure::new(
+                "vs",
+                format!(
+                    "against {against}: first divergence: layer {} {}: NMSE {:.3e} > {:.1e}",
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.nmse,
+                    d.limit
+                ),
             ));
-            continue;
         }
-        let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
-        out.push_measured(
-            tap,
-            (format!("{against}:{label}"), String::new()),
-            compared,
-            &want,
-            &got,
-            limit,
-        );
+        let l = &self.logits;
+        let mut fail =
+            |what: String| out.push(Failure::new("vs", format!("against {against}: {what}")));
+        if !within(l.nmse, limits.logits_nmse) {
+            fail(format!(
+                "last-position logits NMSE {:.3e} > {:.1e}",
+                l.nmse, limits.logits_nmse
+            ));
+        }
+        if !within(l.kld.mean, limits.kld_mean) {
+            fail(format!(
+                "mean KLD {:.3e} > {:.1e}",
+                l.kld.mean, limits.kld_mean
+            ));
+        }
+        if !within(l.kld.max, limits.kld_max) {
+            fail(format!(
+                "max KLD {:.3e} > {:.1e}",
+                l.kld.max, limits.kld_max
+            ));
+        }
+        if l.top1_rate() < limits.top1_min {
+            fail(format!(
+                "top-1 agreement {}/{} < {:.1}%",
+                l.top1_agree,
+                l.positions,
+                100.0 * limits.top1_min
+            ));
+        }
+        if l.top1_hard > 0 {
+            fail(format!(
+                "{} position(s) disagree on the most likely token beyond the near-tie margin",
+                l.top1_hard
+            ));
+        }
+        out
     }
-    out.routing_set_gap = routing.set_gap;
-    out.routing_near_ties = routing.notes;
-    out
+
+    fn summary(&self) -> String {
+        match &self.taps {
+            None => "-".into(),
+            Some(t) => t.summary(),
+        }
+    }
 }
 
 #[cfg(test)]

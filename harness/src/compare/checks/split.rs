@@ -27,9 +27,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cross;
 use super::sink::OurTap;
-use super::taps::TapsResult;
-use super::Path;
+use super::taps::{self, TapsResult};
+use super::thresholds::Limits;
+use super::{Check, Level};
+use crate::compare::Path;
+use crate::compare::{sci, Failure};
 
 /// NMSE limit of every tap up to the first after the split (`attn_norm` of
 /// layer `N`) against the `gpu` path: measured 0 (bit-identical) on every
@@ -61,63 +65,70 @@ pub struct SplitResult {
 /// the layer-less taps before the first layer, every tap of layers `0..n`)
 /// against the same taps of `base`, at the positions both hold.
 pub fn compare(base: &[OurTap], ours: &[OurTap], against: Path, n: usize) -> SplitResult {
-    let mut taps = TapsResult::default();
-    let mut seen_layer = false;
-    for tap in ours {
-        let before_split = match tap.layer {
-            None => !seen_layer,
-            Some(l) => l < n || (l == n && tap.name == "attn_norm"),
-        };
-        seen_layer |= tap.layer.is_some();
-        if !before_split {
-            continue;
-        }
-        let label = match tap.layer {
-            Some(l) => format!("{}-{l}", tap.name),
-            None => tap.name.clone(),
-        };
-        let Some(b) = base
-            .iter()
-            .find(|b| b.name == tap.name && b.layer == tap.layer)
-        else {
-            taps.unmatched
-                .push(format!("{label}: the {against} path has no such tap"));
-            continue;
-        };
-        let mut positions: Vec<usize> = tap.rows.keys().copied().collect();
-        positions.sort_unstable();
-        let (mut want, mut got) = (Vec::new(), Vec::new());
-        for p in &positions {
-            match b.rows.get(p) {
-                Some(r) if r.len() == tap.rows[p].len() => {
-                    want.extend_from_slice(r);
-                    got.extend_from_slice(&tap.rows[p]);
-                }
-                _ => {
-                    want.clear();
-                    break;
-                }
-            }
-        }
-        if want.is_empty() {
-            taps.unmatched.push(format!(
-                "{label}: the {against} path holds other positions or widths"
-            ));
-            continue;
-        }
-        taps.push_measured(
-            tap,
-            (format!("{against}:{label}"), String::new()),
-            positions.len(),
-            &want,
-            &got,
-            SPLIT_NMSE,
-        );
-    }
+    let taps = taps::align(
+        ours,
+        |tap, label, seen_layer| {
+            let before_split = match tap.layer {
+                None => !seen_layer,
+                Some(l) => l < n || (l == n && tap.name == "attn_norm"),
+            };
+            before_split.then(|| cross::pair_with(base, tap, label, against))
+        },
+        None,
+        |_, _| SPLIT_NMSE,
+        true,
+    );
     SplitResult {
         against,
         layer: n,
         taps,
+    }
+}
+
+impl Check for SplitResult {
+    const KEY: &'static str = "split";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "a hybrid:N path's taps up to layer N's attn_norm against the gpu path's, at rounding";
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const CALIBRATION: &'static str = "none: held to SPLIT_NMSE (1e-12), measured 0";
+    const BASELINE: &'static str = "not compared";
+    const NULL_WHEN_ABSENT: bool = false;
+
+    fn failures(&self, _limits: &Limits) -> Vec<Failure> {
+        let mut out = Vec::new();
+        if let Some(d) = &self.taps.first_divergence {
+            out.push(Failure::new(
+                "split",
+                format!(
+                    "against {} up to layer {}'s attn_norm (the first tap after the hand-off): first divergence: layer {} {}: NMSE {:.3e} > {:.1e}",
+                    self.against,
+                    self.layer,
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.nmse,
+                    d.limit
+                ),
+            ));
+        }
+        if !self.taps.unmatched.is_empty() {
+            out.push(Failure::new(
+                "split",
+                format!("not comparable: {}", self.taps.unmatched.join("; ")),
+            ));
+        }
+        out
+    }
+
+    fn summary(&self) -> String {
+        let t = &self.taps;
+        match &t.first_divergence {
+            None if t.unmatched.is_empty() => {
+                format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse()))
+            }
+            None => format!("{} not comparable", t.unmatched.len()),
+            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+        }
     }
 }
 

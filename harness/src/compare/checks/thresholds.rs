@@ -8,7 +8,7 @@
 //! kld_max = 0.1
 //! top1_min = 0.9
 //! near_tie = 0.5
-//! routing_tie = 5e-3  # a mixture of experts: see compare::routing
+//! routing_tie = 5e-3  # a mixture of experts: see compare::checks::routing
 //!
 //! [smollm2-135m-instruct-q4_1.cpu.taps]
 //! default = 1e-2      # any tap not named here
@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::corpus::CorpusLimits;
-use super::Path;
+use crate::compare::Path;
 
 /// The limits of one model on one path. Every one is an upper bound
 /// except `top1_min`.

@@ -29,12 +29,12 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::corpus::CorpusResult;
-use super::cross::CrossResult;
-use super::greedy::GreedyResult;
-use super::logits::LogitsResult;
-use super::taps::{TapRow, TapsResult};
-use super::{sci, Path};
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::GreedyResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::taps::{TapRow, TapsResult};
+use crate::compare::{sci, Path};
 
 /// How much a figure where higher is worse may grow: it is worse when
 /// above `factor × max(baseline, floor)`.
@@ -153,9 +153,9 @@ pub struct Regression {
     pub figure: Figure,
     /// The figure in the baseline and now (`tap_nmse`: the worst tap's;
     /// `first_divergence`: its layer, NaN for none).
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub baseline: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub now: f64,
     /// What got worse, in one line.
     pub detail: String,
@@ -500,7 +500,7 @@ fn tap_label(r: &TapRow) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::greedy::Outcome;
+    use crate::compare::checks::greedy::Outcome;
     use crate::compare::sample;
 
     #[test]
@@ -553,7 +553,10 @@ mod tests {
     #[test]
     fn taps_worse_and_an_earlier_first_divergence() {
         let p = &sample::report().models[0].prompts;
-        let (cpu, gpu) = (p[0].taps.as_ref().unwrap(), p[1].taps.as_ref().unwrap());
+        let (cpu, gpu) = (
+            p[0].checks.get::<TapsResult>().unwrap(),
+            p[1].checks.get::<TapsResult>().unwrap(),
+        );
         assert!(taps_regressions(cpu, cpu).is_empty());
         // gpu's taps are 200x cpu's and diverge where cpu does not.
         let found = taps_regressions(cpu, gpu);

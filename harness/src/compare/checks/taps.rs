@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use super::routing::Routing;
 use super::sink::OurTap;
 use super::thresholds::Limits;
-use super::within;
+use super::{Check, Level};
+use crate::compare::within;
+use crate::compare::{sci, Failure};
 use crate::metrics;
 use crate::reference::{PromptData, TapSel};
 
@@ -48,13 +50,13 @@ pub struct TapRow {
     pub op: String,
     /// Positions compared (1, or every prompt position).
     pub positions: usize,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub nmse: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub max_abs: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub cosine: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub limit: f64,
     pub pass: bool,
 }
@@ -162,11 +164,101 @@ fn reference_at(
     Ok((info.key.clone(), info.op.clone(), positions, want))
 }
 
+/// A position, the counterpart's row there and ours (None: not held).
+pub type RowPair<'a> = (usize, Option<&'a [f32]>, Option<&'a [f32]>);
+
+/// One tap's counterpart, for [`align`].
+pub struct Pairing<'a> {
+    /// The counterpart's key and op in the result ("Qcur-0#2", "ROPE").
+    pub reference: (String, String),
+    /// Per position to compare, in order: the counterpart's row and ours
+    /// (None: not held).
+    pub rows: Vec<RowPair<'a>>,
+    /// Why the tap cannot be compared when a row is not held by both or
+    /// has another width.
+    pub mismatch: String,
+}
+
+/// `name-layer`, or `name` for a tap outside the layers.
+pub fn label(tap: &OurTap) -> String {
+    match tap.layer {
+        Some(l) => format!("{}-{l}", tap.name),
+        None => tap.name.clone(),
+    }
+}
+
+/// Tap alignment, the one loop every tap comparison runs (against
+/// llama.cpp, another path, a split's reference): each of `ours`, in graph
+/// order, paired with its counterpart by `pair` (given the tap, its label
+/// and whether a layer's tap came before it; None: not compared, Err: not
+/// comparable, and why), compared at the positions both hold (a routing
+/// near-tie leaves some out), and held to `limit` (given whether no
+/// layer's tap came before it or is it). A tap with a row missing or of
+/// another width is not comparable; one whose every position the routing
+/// left out is skipped, unless `none_is_unmatched`.
+pub fn align<'a>(
+    ours: &'a [OurTap],
+    mut pair: impl FnMut(&'a OurTap, &str, bool) -> Option<Result<Pairing<'a>, String>>,
+    routing: Option<Routing>,
+    limit: impl Fn(&OurTap, bool) -> f64,
+    none_is_unmatched: bool,
+) -> TapsResult {
+    let mut out = TapsResult::default();
+    let mut seen_layer = false;
+    for tap in ours {
+        let seen_before = seen_layer;
+        seen_layer |= tap.layer.is_some();
+        let label = label(tap);
+        let pairing = match pair(tap, &label, seen_before) {
+            None => continue,
+            Some(Err(why)) => {
+                out.unmatched.push(why);
+                continue;
+            }
+            Some(Ok(p)) => p,
+        };
+        let (mut want, mut got, mut compared) = (Vec::new(), Vec::new(), 0);
+        let mut missing = false;
+        for &(p, theirs, mine) in &pairing.rows {
+            let (Some(t), Some(o)) = (theirs, mine) else {
+                missing = true;
+                break;
+            };
+            if t.len() != o.len() {
+                missing = true;
+                break;
+            }
+            let selected = match &routing {
+                Some(r) => r.select(&tap.name, tap.layer, p, t, o),
+                None => Some((t.into(), o.into())),
+            };
+            if let Some((t, o)) = selected {
+                want.extend_from_slice(&t);
+                got.extend_from_slice(&o);
+                compared += 1;
+            }
+        }
+        if missing || (compared == 0 && none_is_unmatched) {
+            out.unmatched.push(pairing.mismatch);
+            continue;
+        }
+        if compared == 0 {
+            continue;
+        }
+        let limit = limit(tap, !seen_layer);
+        out.push_measured(tap, pairing.reference, compared, &want, &got, limit);
+    }
+    if let Some(r) = routing {
+        out.routing_set_gap = r.set_gap;
+        out.routing_near_ties = r.notes;
+    }
+    out
+}
+
 /// Compares every tap we emitted with llama.cpp's, at the positions the
 /// capture kept.
 pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResult {
     let n_tokens = data.tokens().len();
-    let mut out = TapsResult::default();
     let routing = Routing::find(
         ours,
         |name, l| {
@@ -182,58 +274,89 @@ pub fn compare(data: &PromptData, ours: &[OurTap], limits: &Limits) -> TapsResul
         },
         limits.routing_tie,
     );
-    let mut seen_layer = false;
-    for tap in ours {
-        seen_layer |= tap.layer.is_some();
-        let label = match tap.layer {
-            Some(l) => format!("{}-{l}", tap.name),
-            None => tap.name.clone(),
-        };
-        let (key, op, positions, reference) =
-            match reference_at(data, &tap.name, tap.layer, n_tokens) {
+    // Each tap's reference values, kept while the pairs borrow them.
+    let references: Vec<_> = ours
+        .iter()
+        .map(|tap| reference_at(data, &tap.name, tap.layer, n_tokens))
+        .collect();
+    let mut next = references.iter();
+    align(
+        ours,
+        |tap, label, _| {
+            let (key, op, positions, reference) = match next.next().expect("one per tap") {
                 Ok(r) => r,
-                Err(why) => {
-                    out.unmatched.push(why);
-                    continue;
-                }
+                Err(why) => return Some(Err(why.clone())),
             };
-        let w = reference.len() / positions.len().max(1);
-        let (mut want, mut got, mut compared) = (Vec::new(), Vec::new(), 0);
-        let mut missing = false;
-        for (i, &p) in positions.iter().enumerate() {
-            let Some(r) = tap.rows.get(&p) else {
-                missing = true;
-                break;
-            };
-            if r.len() != w {
-                missing = true;
-                break;
-            }
-            if let Some((t, o)) =
-                routing.select(&tap.name, tap.layer, p, &reference[i * w..(i + 1) * w], r)
-            {
-                want.extend_from_slice(&t);
-                got.extend_from_slice(&o);
-                compared += 1;
-            }
-        }
-        if missing {
-            out.unmatched.push(format!(
-                "{label}: our values at {} position(s) do not match llama.cpp's {key} ({} values)",
-                positions.len(),
-                reference.len()
+            let w = reference.len() / positions.len().max(1);
+            let rows = positions
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| {
+                    let ours = tap.rows.get(&p).map(Vec::as_slice);
+                    (p, Some(&reference[i * w..(i + 1) * w]), ours)
+                })
+                .collect();
+            Some(Ok(Pairing {
+                reference: (key.clone(), op.clone()),
+                rows,
+                mismatch: format!(
+                    "{label}: our values at {} position(s) do not match llama.cpp's {key} ({} values)",
+                    positions.len(),
+                    reference.len()
+                ),
+            }))
+        },
+        Some(routing),
+        |tap, first| limits.tap_nmse(&tap.name, tap.layer, first),
+        false,
+    )
+}
+
+impl Check for TapsResult {
+    const KEY: &'static str = "taps";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "every intermediate tensor we emit against llama.cpp's of the same meaning (NMSE, max abs, cosine)";
+    const LIMIT_KEYS: &'static [&'static str] = &["taps", "taps_layer0", "routing_tie"];
+    const CALIBRATION: &'static str =
+        "per tap name, the worst NMSE over the run's prompts times the headroom; layer 0 apart";
+    const BASELINE: &'static str =
+        "tap_nmse: any tap above 2x its baseline NMSE; first_divergence: earlier in graph order";
+    const NULL_WHEN_ABSENT: bool = true;
+
+    fn failures(&self, _limits: &Limits) -> Vec<Failure> {
+        let mut out = Vec::new();
+        if let Some(d) = &self.first_divergence {
+            out.push(Failure::new(
+                "taps",
+                format!(
+                    "first divergence: layer {} {} (llama.cpp {} {}): NMSE {:.3e} > {:.1e}; {} of {} taps over their limits",
+                    d.layer.map_or("-".to_string(), |l| l.to_string()),
+                    d.name,
+                    d.reference,
+                    d.op,
+                    d.nmse,
+                    d.limit,
+                    self.failed(),
+                    self.rows.len()
+                ),
             ));
-            continue;
         }
-        if compared == 0 {
-            continue;
+        if !self.unmatched.is_empty() {
+            out.push(Failure::new(
+                "taps",
+                format!("not comparable: {}", self.unmatched.join("; ")),
+            ));
         }
-        let limit = limits.tap_nmse(&tap.name, tap.layer, !seen_layer);
-        out.push_measured(tap, (key, op), compared, &want, &got, limit);
+        out
     }
-    out.routing_set_gap = routing.set_gap;
-    out.routing_near_ties = routing.notes;
-    out
+
+    fn summary(&self) -> String {
+        match &self.first_divergence {
+            None => format!("{} ok, max {}", self.rows.len(), sci(self.max_nmse())),
+            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use engine::sampler::{Candidates, Sampler, Stage};
 
+use super::{Check, Level};
 use crate::reference::sampling::{ids_hash, SamplingCapture, SamplingCase, StageKept};
 
 /// What the comparison found for one model.
@@ -241,6 +242,33 @@ pub fn check(
         check_case(capture, case, tokens, logits, &mut out);
     }
     out
+}
+
+impl Check for SamplingCheck {
+    const KEY: &'static str = "sampling";
+    const LABEL: &'static str = "(sampling)";
+    const LEVEL: Level = Level::Model;
+    const MEASURES: &'static str =
+        "the sampler against llama.cpp's chain on the captured logits: every stage's candidates and every draw";
+    const LIMIT_KEYS: &'static [&'static str] = &[];
+    const CALIBRATION: &'static str = "none: exact (ties of equal logits told apart)";
+    const BASELINE: &'static str = "not compared (exact)";
+    const NULL_WHEN_ABSENT: bool = false;
+
+    fn summary(&self) -> String {
+        format!(
+            "{}/{} draws, {}/{} stages, {} ties",
+            self.draws_equal,
+            self.draws,
+            self.stages_equal,
+            self.stages,
+            self.ties.len()
+        )
+    }
+
+    fn passed(&self) -> bool {
+        SamplingCheck::passed(self)
+    }
 }
 
 #[cfg(test)]

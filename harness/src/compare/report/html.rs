@@ -14,14 +14,18 @@
 //!   multiples of its taps against llama.cpp and against the first path
 //!   (one chart per tap name, limits drawn) and its KLD and top-1 chart.
 
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::taps::TapsResult;
 use std::fmt::Write as _;
 
 use super::headline::{self, Headline};
 use super::junit::escape;
 use super::plots::{self, KldSeries, TapSeries};
 use super::regression::BaselineComparison;
-use super::report::{model_totals, ModelReport, PromptReport};
-use super::Report;
+use super::{model_totals, ModelReport, PromptReport};
+use crate::compare::Report;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}\
 table{border-collapse:collapse;font-family:monospace;font-size:12px}\
@@ -299,9 +303,9 @@ fn model_section(out: &mut String, m: &ModelReport) {
 
 /// A corpus item's figures per path, each beside its limit.
 fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
-    let rows: Vec<(&PromptReport, &super::corpus::CorpusResult)> = reports
+    let rows: Vec<(&PromptReport, &crate::compare::checks::corpus::CorpusResult)> = reports
         .iter()
-        .filter_map(|p| p.corpus.as_ref().map(|c| (*p, c)))
+        .filter_map(|p| p.checks.get::<CorpusResult>().map(|c| (*p, c)))
         .collect();
     let Some((_, first)) = rows.first() else {
         return;
@@ -320,12 +324,12 @@ fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
         let cell = |v: f64, lim: Option<f64>, above_fails: bool| {
             let over = lim.is_some_and(|l| if above_fails { v > l } else { v < l });
             let lim = lim
-                .map(|l| format!(" (limit {})", super::sci(l)))
+                .map(|l| format!(" (limit {})", crate::compare::sci(l)))
                 .unwrap_or_default();
             format!(
                 "<td{}>{}{lim}</td>",
                 if over { " class=\"FAIL\"" } else { "" },
-                super::sci(v)
+                crate::compare::sci(v)
             )
         };
         let l = c.limits.as_ref();
@@ -335,7 +339,7 @@ fn corpus_table(out: &mut String, reports: &[&PromptReport]) {
             escape(&p.path.to_string()),
             cell(c.kld_mean, l.map(|l| l.kld_mean), true),
             cell(c.kld_p99, l.map(|l| l.kld_p99), true),
-            super::sci(c.kld_max),
+            crate::compare::sci(c.kld_max),
             cell(c.top1, l.map(|l| l.top1_min), false),
             c.ppl,
             c.ppl_base,
@@ -377,16 +381,16 @@ fn prompt_details(
         .iter()
         .map(|p| {
             let first = p
-                .taps
-                .as_ref()
+                .checks
+                .get::<TapsResult>()
                 .and_then(|t| t.first_divergence.as_ref())
                 .map(|d| {
                     format!(
                         " (first over: {}-{} {} &gt; {})",
                         escape(&d.name),
                         d.layer.map_or("-".into(), |l| l.to_string()),
-                        super::sci(d.nmse),
-                        super::sci(d.limit)
+                        crate::compare::sci(d.nmse),
+                        crate::compare::sci(d.limit)
                     )
                 })
                 .unwrap_or_default();
@@ -411,7 +415,7 @@ fn prompt_details(
     let against_llama: Vec<TapSeries> = reports
         .iter()
         .filter_map(|p| {
-            p.taps.as_ref().map(|t| TapSeries {
+            p.checks.get::<TapsResult>().map(|t| TapSeries {
                 label: p.path.to_string(),
                 color: color(p),
                 taps: t,
@@ -421,7 +425,7 @@ fn prompt_details(
     let against_first: Vec<TapSeries> = reports
         .iter()
         .filter_map(|p| {
-            let v = p.vs.as_ref()?;
+            let v = p.checks.get::<CrossResult>()?;
             v.taps.as_ref().map(|t| TapSeries {
                 label: format!("{}~{}", p.path, v.against),
                 color: color(p),
@@ -457,7 +461,7 @@ fn prompt_details(
     }
     let mut kld: Vec<KldSeries> = Vec::new();
     for p in reports {
-        if let Some(l) = &p.logits {
+        if let Some(l) = p.checks.get::<LogitsResult>() {
             kld.push(KldSeries {
                 label: p.path.to_string(),
                 color: color(p),
@@ -465,7 +469,7 @@ fn prompt_details(
                 logits: l,
             });
         }
-        if let Some(v) = &p.vs {
+        if let Some(v) = p.checks.get::<CrossResult>() {
             kld.push(KldSeries {
                 label: format!("{}~{}", p.path, v.against),
                 color: color(p),
@@ -606,8 +610,13 @@ mod tests {
         let baseline = sample::report();
         let mut r = baseline.clone();
         r.provenance.commit = "abc123".into();
-        r.models[0].prompts[1].logits.as_mut().unwrap().kld.max *= 2.0;
-        crate::compare::baseline::apply(&mut r, &baseline, "old.json", false);
+        r.models[0].prompts[1]
+            .checks
+            .get_mut::<LogitsResult>()
+            .unwrap()
+            .kld
+            .max *= 2.0;
+        super::super::baseline::apply(&mut r, &baseline, "old.json", false);
         let html = to_html(&r);
         assert!(html.contains("<tr><th>commit</th><td>abc123</td></tr>"));
         assert!(html.contains("<p class=\"prov\">sharpi  at commit abc123;"));

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::provenance::{compatible_all, distinct_machines, same_run};
-use super::report::{ModelReport, Provenance, Report};
+use super::{ModelReport, Provenance, Report};
 
 /// Joins shard reports (any order) into one.
 pub fn merge(mut shards: Vec<Report>) -> Result<Report, String> {
@@ -157,7 +157,7 @@ fn merge_model(
         m.prompts.extend(part.prompts.iter().cloned());
         m.seconds += part.seconds;
     }
-    let at = |p: &super::report::PromptReport| {
+    let at = |p: &super::PromptReport| {
         let key = format!("{}/{}/{}", p.model, p.prompt, p.path);
         order.get(key.as_str()).copied().unwrap_or(usize::MAX)
     };
@@ -167,10 +167,10 @@ fn merge_model(
 
 #[cfg(test)]
 mod tests {
+    use super::super::provenance::Machine;
+    use super::super::PromptReport;
     use super::*;
-    use crate::compare::matrix::Shard;
-    use crate::compare::provenance::Machine;
-    use crate::compare::report::PromptReport;
+    use crate::compare::plan::matrix::Shard;
     use crate::compare::{Failure, Path, Paths};
 
     fn model(id: &str, prompts: Vec<PromptReport>) -> ModelReport {
@@ -181,9 +181,7 @@ mod tests {
             skipped: None,
             paths: vec![Path::Cpu, Path::Gpu],
             failures: Vec::new(),
-            tokenizer: None,
-            chat: None,
-            sampling: None,
+            checks: Default::default(),
             prompts,
             text_seconds: 0.0,
             seconds: 1.0,

@@ -3,7 +3,7 @@
 //! An [`Item`] is one prompt of one model on one path, or one model's text
 //! checks (end-of-generation set, tokenizer corpus, chat renders: the
 //! checks that need no forward pass; they also own the model-level
-//! failures). [`plan`] lists every item a run selects, in the order an
+//! failures). [`super::plan`] lists every item a run selects, in the order an
 //! unsharded run takes them; [`Shard::pick`] splits that list into N
 //! slices balanced by measured cost ([`Costs`]: each item's wall time in
 //! an earlier report), deterministically, so that N jobs with the same
@@ -22,9 +22,7 @@ use engine::gguf::GgufFile;
 use engine::model::spec;
 use serde::{Deserialize, Serialize};
 
-use super::run::Options;
-use super::{Path, Paths};
-use crate::reference::ReferenceData;
+use crate::compare::{Path, Paths};
 
 /// One item of the comparison.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -84,7 +82,7 @@ pub fn is_corpus_id(id: &str) -> bool {
     id.starts_with("corpus:")
 }
 
-/// What [`plan`] found of one model: its paths (empty where it cannot run
+/// What [`super::plan`] found of one model: its paths (empty where it cannot run
 /// the engine: a missing file, an architecture not implemented).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelPlan {
@@ -114,41 +112,6 @@ pub fn model_paths(paths: &Paths, file: &FsPath) -> Vec<Path> {
         .and_then(|k| g.get_u32_opt(&k).ok().flatten())
         .unwrap_or(0);
     paths.for_model(n_layer as usize, n_expert as usize)
-}
-
-/// Every item of the run `opts` asks for, in run order: per model (the
-/// manifest's order) its text checks, then per prompt (the capture's order)
-/// each path, then its corpus (when the reference data has a base for it)
-/// on each path.
-pub fn plan(opts: &Options, data: &ReferenceData) -> (Vec<ModelPlan>, Vec<Item>) {
-    let mut models = Vec::new();
-    let mut items = Vec::new();
-    for entry in &data.manifest().models {
-        if !opts.models.is_empty() && !opts.models.contains(&entry.id) {
-            continue;
-        }
-        items.push(Item::text(&entry.id));
-        let paths = match data.model(&entry.id) {
-            Some(_) => model_paths(&opts.paths, &opts.repo.join(&entry.file)),
-            None => Vec::new(),
-        };
-        if let Some(m) = data.model(&entry.id) {
-            let corpus = data.corpus_item(&entry.id);
-            let ids = m.prompts().map(|p| p.id.clone()).chain(corpus);
-            for id in ids {
-                if opts.prompts.is_empty() || opts.prompts.contains(&id) {
-                    for &path in &paths {
-                        items.push(Item::prompt(&entry.id, &id, path));
-                    }
-                }
-            }
-        }
-        models.push(ModelPlan {
-            id: entry.id.clone(),
-            paths,
-        });
-    }
-    (models, items)
 }
 
 /// `--shard K/N`: the K-th of N slices (1-based).
@@ -403,14 +366,14 @@ fn first_paths_of(items: &[Item], i: usize) -> bool {
 }
 
 /// For each `hybrid:N` item, the index of its prompt's `gpu` item (the
-/// reference of its state at the split, [`super::split`]), when `items`
+/// reference of its state at the split, [`crate::compare::checks::split`]), when `items`
 /// hold one before it.
 pub fn split_refs(items: &[Item]) -> Vec<Option<usize>> {
     items
         .iter()
         .enumerate()
         .map(|(i, it)| {
-            let (r, _) = super::split::reference(it.path?)?;
+            let (r, _) = crate::compare::checks::split::reference(it.path?)?;
             items[..i]
                 .iter()
                 .position(|o| o.model == it.model && o.prompt == it.prompt && o.path == Some(r))

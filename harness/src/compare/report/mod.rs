@@ -1,27 +1,36 @@
 //! What a comparison found: the [`Report`] (also written as JSON), its
 //! terminal table and the list of failing checks.
 
+pub mod baseline;
+pub mod headline;
+pub mod html;
+pub mod junit;
+pub mod merge;
+pub mod plots;
+pub mod provenance;
+pub mod regression;
+
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::corpus::CorpusResult;
-use super::cross::CrossResult;
-use super::greedy::{GreedyResult, Outcome};
-use super::headline;
-use super::logits::LogitsResult;
-use super::matrix::Shard;
-use super::regression::BaselineComparison;
-use super::sampling::SamplingCheck;
-use super::split::SplitResult;
-use super::taps::TapsResult;
-use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
-use super::{Failure, Path, Paths};
+use crate::compare::checks::corpus::CorpusResult;
+use crate::compare::checks::cross::CrossResult;
+use crate::compare::checks::greedy::{GreedyResult, Outcome};
+use crate::compare::checks::logits::LogitsResult;
+use crate::compare::checks::split::SplitResult;
+use crate::compare::checks::taps::TapsResult;
+use crate::compare::checks::tokens::PromptTokens;
+use crate::compare::checks::{Check, Checks, ModelLevel, PromptLevel};
+use crate::compare::plan::matrix::Shard;
+
+use crate::compare::{Failure, Path, Paths};
 use crate::metrics::{self, Summary};
 use crate::reference::format::ManifestModel;
+use regression::BaselineComparison;
 
-pub use super::provenance::Provenance;
-use super::sci;
+use crate::compare::sci;
+pub use provenance::Provenance;
 
 /// Everything one `compare` run found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,7 +48,7 @@ pub struct Report {
     #[serde(default)]
     pub shard: Option<Shard>,
     /// Every item of the run the options describe (all shards together),
-    /// in run order ([`Item::key`](super::matrix::Item::key)).
+    /// in run order ([`Item::key`](crate::compare::plan::matrix::Item::key)).
     #[serde(default)]
     pub items: Vec<String>,
     /// The items this run was given (its shard's, or all).
@@ -50,7 +59,7 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineComparison>,
     /// Wall time of the whole run.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub seconds: f64,
 }
 
@@ -69,16 +78,15 @@ pub struct ModelReport {
     /// Model-level failures: the file, the tokenizer corpus, the chat
     /// renders, a skip of a model asked for by name.
     pub failures: Vec<Failure>,
-    pub tokenizer: Option<CorpusCheck>,
-    pub chat: Option<ChatCheck>,
-    /// The sampler against llama.cpp's chain on the captured logits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampling: Option<SamplingCheck>,
+    /// The model-level checks' results (tokenizer corpus, chat renders,
+    /// sampler), each under its key.
+    #[serde(flatten)]
+    pub checks: Checks<ModelLevel>,
     pub prompts: Vec<PromptReport>,
     /// Wall time of the text checks (the tokenizer corpus, chat renders).
-    #[serde(default, deserialize_with = "crate::compare::nan::f64")]
+    #[serde(default, deserialize_with = "crate::nan::f64")]
     pub text_seconds: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub seconds: f64,
 }
 
@@ -91,9 +99,7 @@ impl ModelReport {
             skipped: None,
             paths: Vec::new(),
             failures: Vec::new(),
-            tokenizer: None,
-            chat: None,
-            sampling: None,
+            checks: Checks::default(),
             prompts: Vec::new(),
             text_seconds: 0.0,
             seconds: 0.0,
@@ -112,22 +118,11 @@ pub struct PromptReport {
     pub prompt: String,
     pub path: Path,
     pub n_tokens: usize,
-    /// Our tokenization of the prompt against the captured ids (the engine
-    /// runs on the captured ids either way).
-    pub tokens: Option<PromptTokens>,
-    /// None when the capture has no taps for this prompt.
-    pub taps: Option<TapsResult>,
-    pub logits: Option<LogitsResult>,
-    pub greedy: Option<GreedyResult>,
-    /// This path against the run's first path (None on the first path).
-    pub vs: Option<CrossResult>,
-    /// `hybrid:N`: its state up to the split against the `gpu` path's
-    /// (None on other paths, or when the run has no `gpu` path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split: Option<SplitResult>,
-    /// The corpus item's figures (None for a prompt).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corpus: Option<CorpusResult>,
+    /// The checks' results (tokens, taps, logits, greedy, this path
+    /// against the first, ...: [`crate::compare::checks::registry`]), each
+    /// under its key.
+    #[serde(flatten)]
+    pub checks: Checks<PromptLevel>,
     /// Messages from the Vulkan validation layer during this prompt (None:
     /// no GPU on this path, or validation off).
     pub validation_messages: Option<usize>,
@@ -136,7 +131,7 @@ pub struct PromptReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     pub failures: Vec<Failure>,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub seconds: f64,
 }
 
@@ -147,13 +142,7 @@ impl PromptReport {
             prompt: prompt.to_string(),
             path,
             n_tokens,
-            tokens: None,
-            taps: None,
-            logits: None,
-            greedy: None,
-            vs: None,
-            split: None,
-            corpus: None,
+            checks: Checks::default(),
             validation_messages: None,
             profile: None,
             failures: Vec::new(),
@@ -189,10 +178,11 @@ impl Report {
     pub fn first_divergence(&self) -> Option<headline::Headline<'_>> {
         let mut candidates = Vec::new();
         for p in self.models.iter().flat_map(|m| &m.prompts) {
-            let ours = p.taps.as_ref().map(|t| (None, t));
-            let vs =
-                p.vs.as_ref()
-                    .and_then(|v| v.taps.as_ref().map(|t| (Some(v.against), t)));
+            let ours = p.checks.get::<TapsResult>().map(|t| (None, t));
+            let vs = p
+                .checks
+                .get::<CrossResult>()
+                .and_then(|v| v.taps.as_ref().map(|t| (Some(v.against), t)));
             for (against, taps) in ours.into_iter().chain(vs) {
                 candidates.push(headline::Candidate {
                     model: &p.model,
@@ -206,7 +196,7 @@ impl Report {
         headline::first_divergence(candidates, self.failures().into_iter().next())
     }
 
-    /// Each item's wall time ([`Item::key`](super::matrix::Item::key) to
+    /// Each item's wall time ([`Item::key`](crate::compare::plan::matrix::Item::key) to
     /// seconds): what `--costs` files hold.
     pub fn item_seconds(&self) -> Vec<(String, f64)> {
         let mut out = Vec::new();
@@ -322,13 +312,11 @@ impl Report {
         for m in &self.models {
             for p in &m.prompts {
                 keys.push(Some((p, None)));
-                if let Some(v) = &p.vs {
+                if let Some(v) = p.checks.get::<CrossResult>() {
                     keys.push(Some((p, Some(v.against))));
                 }
             }
-            let model_rows = usize::from(m.tokenizer.is_some())
-                + usize::from(m.chat.is_some())
-                + usize::from(m.sampling.is_some())
+            let model_rows = m.checks.iter().count()
                 + usize::from(
                     m.skipped.is_some() || (m.prompts.is_empty() && !m.failures.is_empty()),
                 );
@@ -357,45 +345,15 @@ impl Report {
         for m in &self.models {
             for p in &m.prompts {
                 rows.push(prompt_row(p));
-                if let Some(v) = &p.vs {
+                if let Some(v) = p.checks.get::<CrossResult>() {
                     rows.push(cross_row(p, v));
                 }
-                if let Some(s) = &p.split {
+                if let Some(s) = p.checks.get::<SplitResult>() {
                     rows.push(split_row(p, s));
                 }
             }
-            if let Some(t) = &m.tokenizer {
-                let ok = t.compared - t.mismatches.len();
-                rows.push(model_row(
-                    &m.id,
-                    "(tokenizer corpus)",
-                    format!("{ok}/{} exact", t.compared),
-                    t.mismatches.is_empty(),
-                ));
-            }
-            if let Some(c) = &m.chat {
-                let ok = c.compared - c.mismatches.len();
-                rows.push(model_row(
-                    &m.id,
-                    "(chat renders)",
-                    format!("{ok}/{} exact", c.compared),
-                    c.mismatches.is_empty(),
-                ));
-            }
-            if let Some(c) = &m.sampling {
-                rows.push(model_row(
-                    &m.id,
-                    "(sampling)",
-                    format!(
-                        "{}/{} draws, {}/{} stages, {} ties",
-                        c.draws_equal,
-                        c.draws,
-                        c.stages_equal,
-                        c.stages,
-                        c.ties.len()
-                    ),
-                    c.passed(),
-                ));
+            for c in m.checks.iter() {
+                rows.push(model_row(&m.id, c.label(), c.summary(), c.passed()));
             }
             if let Some(why) = &m.skipped {
                 rows.push(model_row(&m.id, "-", format!("skipped: {why}"), true));
@@ -433,22 +391,18 @@ fn model_row(model: &str, what: &str, tokens: String, pass: bool) -> Vec<String>
 }
 
 fn prompt_row(p: &PromptReport) -> Vec<String> {
-    let tokens = match &p.tokens {
-        None => "?".into(),
-        Some(t) if t.exact() => "exact".into(),
-        Some(t) => match t.first_difference {
-            Some(i) => format!("differ@{i}"),
-            None => "text differs".into(),
-        },
-    };
-    let taps = match &p.taps {
-        None => "-".into(),
-        Some(t) => match &t.first_divergence {
-            None => format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse())),
-            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
-        },
-    };
-    let (nmse, kmean, kmax, top1) = match (&p.logits, &p.corpus) {
+    let tokens = p
+        .checks
+        .get::<PromptTokens>()
+        .map_or("?".into(), Check::summary);
+    let taps = p
+        .checks
+        .get::<TapsResult>()
+        .map_or("-".into(), Check::summary);
+    let (nmse, kmean, kmax, top1) = match (
+        p.checks.get::<LogitsResult>(),
+        p.checks.get::<CorpusResult>(),
+    ) {
         (None, Some(c)) => (
             "-".into(),
             sci(c.kld_mean),
@@ -463,7 +417,7 @@ fn prompt_row(p: &PromptReport) -> Vec<String> {
             format!("{}/{}", l.top1_agree, l.positions),
         ),
     };
-    let tokens = match &p.corpus {
+    let tokens = match p.checks.get::<CorpusResult>() {
         Some(c) => match c.tokens_match {
             Some(true) => "exact".into(),
             Some(false) => "differ".into(),
@@ -471,17 +425,10 @@ fn prompt_row(p: &PromptReport) -> Vec<String> {
         },
         None => tokens,
     };
-    let greedy = match &p.greedy {
-        None => String::new(),
-        Some(g) => {
-            let tag = match g.outcome {
-                Outcome::Agree => "",
-                Outcome::NearTie => " near-tie",
-                Outcome::Diverged => " DIVERGED",
-            };
-            format!("{}/{}{tag}", g.agree, g.compared)
-        }
-    };
+    let greedy = p
+        .checks
+        .get::<GreedyResult>()
+        .map_or(String::new(), Check::summary);
     vec![
         p.model.clone(),
         p.prompt.clone(),
@@ -499,13 +446,7 @@ fn prompt_row(p: &PromptReport) -> Vec<String> {
 
 /// The row of a path against the run's first path ("gpu~cpu").
 fn cross_row(p: &PromptReport, v: &CrossResult) -> Vec<String> {
-    let taps = match &v.taps {
-        None => "-".into(),
-        Some(t) => match &t.first_divergence {
-            None => format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse())),
-            Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
-        },
-    };
+    let taps = v.summary();
     let l = &v.logits;
     let pass = !p.failures.iter().any(|f| f.check == "vs");
     vec![
@@ -526,12 +467,7 @@ fn cross_row(p: &PromptReport, v: &CrossResult) -> Vec<String> {
 /// The row of a hybrid path's state at its split against the gpu path's
 /// ("hybrid:2@2~gpu": up to layer 2's attn_norm).
 fn split_row(p: &PromptReport, s: &SplitResult) -> Vec<String> {
-    let t = &s.taps;
-    let taps = match &t.first_divergence {
-        None if t.unmatched.is_empty() => format!("{} ok, max {}", t.rows.len(), sci(t.max_nmse())),
-        None => format!("{} not comparable", t.unmatched.len()),
-        Some(d) => format!("first over: {} ({})", d.reference, sci(d.nmse)),
-    };
+    let taps = s.summary();
     let pass = !p.failures.iter().any(|f| f.check == "split");
     let mut row = vec![String::new(); 11];
     row[2] = format!("{}@{}~{}", p.path, s.layer, s.against);
@@ -623,7 +559,10 @@ fn range(v: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 fn totals(ps: &[&PromptReport]) -> Option<Totals> {
-    let logits: Vec<&LogitsResult> = ps.iter().filter_map(|p| p.logits.as_ref()).collect();
+    let logits: Vec<&LogitsResult> = ps
+        .iter()
+        .filter_map(|p| p.checks.get::<LogitsResult>())
+        .collect();
     if logits.is_empty() {
         return None;
     }
@@ -632,7 +571,7 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
         .flat_map(|l| l.per_position.iter().map(|p| p.kld))
         .collect();
     let mut greedy = [0; 3];
-    for g in ps.iter().filter_map(|p| p.greedy.as_ref()) {
+    for g in ps.iter().filter_map(|p| p.checks.get::<GreedyResult>()) {
         greedy[match g.outcome {
             Outcome::Agree => 0,
             Outcome::NearTie => 1,
@@ -646,7 +585,7 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
         top1_hard: logits.iter().map(|l| l.top1_hard).sum(),
         tap_nmse: range(
             ps.iter()
-                .filter_map(|p| p.taps.as_ref())
+                .filter_map(|p| p.checks.get::<TapsResult>())
                 .flat_map(|t| t.rows.iter().map(|r| r.nmse)),
         ),
         logits_nmse: range(logits.iter().map(|l| l.nmse)),
@@ -656,14 +595,20 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
 
 #[cfg(test)]
 mod tests {
-    use crate::compare::{baseline, sample};
+    use crate::compare::checks::logits::LogitsResult;
+    use crate::compare::{report::baseline, sample};
 
     #[test]
     fn the_baseline_column_sits_on_its_rows() {
         let old = sample::report();
         assert!(!old.table_rows()[0].contains(&"vs baseline".to_string()));
         let mut r = old.clone();
-        r.models[0].prompts[1].logits.as_mut().unwrap().kld.mean *= 2.0;
+        r.models[0].prompts[1]
+            .checks
+            .get_mut::<LogitsResult>()
+            .unwrap()
+            .kld
+            .mean *= 2.0;
         baseline::apply(&mut r, &old, "old.json", false);
         let rows = r.table_rows();
         let last: Vec<&str> = rows.iter().map(|r| r.last().unwrap().as_str()).collect();

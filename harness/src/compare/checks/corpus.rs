@@ -12,7 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Failure;
+use super::{Check, Level};
+use crate::compare::sci;
+use crate::compare::Failure;
 use crate::metrics::{self, TopK};
 use crate::reference::corpus::CorpusBase;
 
@@ -112,19 +114,19 @@ pub struct CorpusResult {
     pub n_ctx: usize,
     pub chunks: usize,
     pub positions: usize,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld_mean: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld_p99: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub kld_max: f64,
     /// Fraction of positions whose most likely token is the base's.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub top1: f64,
     /// exp(mean NLL) of ours and of the base, over the scored positions.
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub ppl: f64,
-    #[serde(deserialize_with = "crate::compare::nan::f64")]
+    #[serde(deserialize_with = "crate::nan::f64")]
     pub ppl_base: f64,
     /// Our tokenization of the text against the base's tokens: None when
     /// the text is not on this machine (or not the same bytes).
@@ -217,6 +219,28 @@ pub fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     let i = p as usize;
     let t = p - i as f64;
     (1.0 - t) * sorted[i] + t * sorted[(i + 1).min(sorted.len() - 1)]
+}
+
+impl Check for CorpusResult {
+    const KEY: &'static str = "corpus";
+    const LEVEL: Level = Level::Prompt;
+    const MEASURES: &'static str =
+        "the next-token distributions over a real text's chunks against llama.cpp's base (KLD mean and p99, top-1, perplexity)";
+    const LIMIT_KEYS: &'static [&'static str] =
+        &["corpus.kld_mean", "corpus.kld_p99", "corpus.top1_min"];
+    const CALIBRATION: &'static str =
+        "each the worst over the run's paths times the headroom (top1_min: divided)";
+    const BASELINE: &'static str = "kld_mean: +10%; kld_p99: +25%; top1: lower";
+    const NULL_WHEN_ABSENT: bool = false;
+
+    fn summary(&self) -> String {
+        format!(
+            "KLD mean {}, p99 {}, top-1 {:.2}%",
+            sci(self.kld_mean),
+            sci(self.kld_p99),
+            100.0 * self.top1
+        )
+    }
 }
 
 #[cfg(test)]

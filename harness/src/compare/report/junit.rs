@@ -10,23 +10,18 @@
 
 use std::fmt::Write as _;
 
-use super::report::{ModelReport, PromptReport};
-use super::{Failure, Report};
+use crate::compare::checks::{registry, Level};
 
-/// The checks of one prompt on one path, in report order.
-pub const PROMPT_CHECKS: [&str; 11] = [
-    "tokens",
-    "taps",
-    "logits_nmse",
-    "kld_mean",
-    "kld_max",
-    "top1",
-    "greedy",
-    "vs",
-    "split",
-    "corpus",
-    "validation",
-];
+use super::{ModelReport, PromptReport};
+use crate::compare::{Failure, Report};
+
+/// The checks of one prompt on one path, in report order: each check's
+/// failure names ([`registry::failure_names`]), then the validation count.
+pub fn prompt_checks() -> Vec<&'static str> {
+    registry::failure_names(Level::Prompt)
+        .chain(["validation"])
+        .collect()
+}
 
 /// One `<testcase>`.
 #[derive(Debug, PartialEq)]
@@ -40,15 +35,8 @@ struct Case<'a> {
 /// Whether `p` measured `check` (a check that failed is listed either way).
 fn measured(p: &PromptReport, check: &str) -> bool {
     match check {
-        "tokens" => p.tokens.is_some(),
-        "taps" => p.taps.is_some(),
-        "logits_nmse" | "kld_mean" | "kld_max" | "top1" => p.logits.is_some(),
-        "greedy" => p.greedy.is_some(),
-        "vs" => p.vs.is_some(),
-        "split" => p.split.is_some(),
-        "corpus" => p.corpus.is_some(),
         "validation" => p.validation_messages.is_some(),
-        _ => false,
+        _ => p.checks.iter().any(|r| r.failure_names().contains(&check)),
     }
 }
 
@@ -76,10 +64,11 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
     let mut cases = Vec::new();
     for p in &m.prompts {
         let at = format!("{}/{}", p.prompt, p.path);
-        let checks = PROMPT_CHECKS
+        let known = prompt_checks();
+        let checks = known
             .iter()
             .copied()
-            .chain(other_checks(&p.failures, &PROMPT_CHECKS));
+            .chain(other_checks(&p.failures, &known));
         for check in checks {
             let failures = details(&p.failures, check);
             if measured(p, check) || !failures.is_empty() {
@@ -91,19 +80,14 @@ fn model_cases(m: &ModelReport) -> Vec<Case<'_>> {
             }
         }
     }
-    let model_checks = ["tokenizer", "chat", "sampling"];
+    let model_checks: Vec<&str> = registry::failure_names(Level::Model).collect();
     for check in model_checks
         .iter()
         .copied()
         .chain(other_checks(&m.failures, &model_checks))
     {
         let failures = details(&m.failures, check);
-        let ran = match check {
-            "tokenizer" => m.tokenizer.is_some(),
-            "chat" => m.chat.is_some(),
-            "sampling" => m.sampling.is_some(),
-            _ => false,
-        };
+        let ran = m.checks.iter().any(|r| r.failure_names().contains(&check));
         if ran || !failures.is_empty() {
             cases.push(Case {
                 name: check.to_string(),
