@@ -22,77 +22,16 @@
 //! injected: both act on the unfused kernels (the add before a norm, the
 //! standalone quantizers), which then run as before.
 
-use super::hazard::Access;
-use super::op_elementwise::RmsNormPush;
-use super::op_matmul::{matvec_rows, u32_of, WeightPush};
-use super::op_quantize::{act_format, holds};
-use super::{Bind, GpuWeight, VulkanBackend};
+use super::super::hazard::Access;
+use super::super::GpuWeight;
+use super::{allowed, overlaps, post_counter, read_u32, Rule};
+use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::weight_index;
 use crate::ops::{Act, GluKind};
-use crate::vulkan::{shaders, DeviceLimits, PushConstants, Shader};
-
-/// `FusedPush` of `shaders/matvec.comp`: element offsets of the f32 input
-/// (binding 1), of the norm weight or the gated unit's second input
-/// (binding 3), of the prologue's f32 output and of the residual; the
-/// norm's eps; the gated unit (0: SwiGLU, 1: GeGLU).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct FusedPush {
-    pub(super) src_offset: u32,
-    pub(super) aux_offset: u32,
-    pub(super) pro_out_offset: u32,
-    pub(super) res_offset: u32,
-    pub(super) eps: f32,
-    pub(super) op: u32,
-}
-
-/// The push block of the fused variants.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct MatvecFusedPush {
-    pub(super) w: WeightPush,
-    pub(super) f: FusedPush,
-}
-
-pub(super) const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
-const _: () = assert!(PUSH_BYTES == 60);
-const _: () = {
-    use shaders::by_type::{
-        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_NORM_OUT_GLU_SG,
-        MATVEC_NORM_OUT_SG, MATVEC_NORM_SG, MATVEC_Q, MATVEC_Q_ADD, MATVEC_Q_ADD_SG, MATVEC_Q_POST,
-        MATVEC_Q_POST_SG, MATVEC_Q_SG,
-    };
-    let mut t = 0;
-    while t < MATVEC_Q.len() {
-        let all = [
-            MATVEC_Q[t],
-            MATVEC_Q_ADD[t],
-            MATVEC_Q_POST[t],
-            MATVEC_NORM[t],
-            MATVEC_NORM_OUT[t],
-            MATVEC_NORM_OUT_GLU[t],
-            MATVEC_Q_SG[t],
-            MATVEC_Q_ADD_SG[t],
-            MATVEC_Q_POST_SG[t],
-            MATVEC_NORM_SG[t],
-            MATVEC_NORM_OUT_SG[t],
-            MATVEC_NORM_OUT_GLU_SG[t],
-        ];
-        let mut i = 0;
-        while i < all.len() {
-            if let Some(s) = all[i] {
-                assert!(s.push_constant_size as usize == PUSH_BYTES);
-            }
-            i += 1;
-        }
-        t += 1;
-    }
-};
-
-// SAFETY: repr(C), fifteen 32-bit scalar fields, 60 bytes (asserted above):
-// no padding.
-unsafe impl PushConstants for MatvecFusedPush {}
+use crate::vulkan::push::{u32_of, FusedPush, MatvecFusedPush, RmsNormPush, WeightPush};
+use crate::vulkan::shaders::matvec_rows;
+use crate::vulkan::{shaders, DeviceLimits, Shader};
 
 /// The most elements of the activation row the prologues hold in shared
 /// memory (`MAX_K` of `shaders/matvec.comp`).
@@ -105,7 +44,7 @@ const MAX_FUSED_WORKGROUPS: usize = 1024;
 
 /// The variant families, as `by_type` arrays.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Kind {
+pub(in super::super) enum Kind {
     Quant,
     QuantAdd,
     /// `Quant` with the post-norm and residual add after it
@@ -164,19 +103,22 @@ fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
 }
 
 /// The variants of a family that `b` dispatches.
-pub(super) fn variants(b: &VulkanBackend, kind: Kind) -> &'static [Option<&'static Shader>] {
+pub(in super::super) fn variants(
+    b: &VulkanBackend,
+    kind: Kind,
+) -> &'static [Option<&'static Shader>] {
     family(kind, b.matvec_subgroups)
 }
 
 /// Whether a device can run the `_sg` twins: subgroup shuffles in compute
 /// shaders (the shaders themselves fall back to the shared-memory trees
 /// where a workgroup is not whole subgroups of at least 8).
-pub(super) fn subgroups_supported(limits: &DeviceLimits) -> bool {
+pub(in super::super) fn subgroups_supported(limits: &DeviceLimits) -> bool {
     limits.subgroup_shuffle && limits.subgroup_size >= 8
 }
 
 /// The family and weight-type index of a fused variant (either twin).
-pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
+pub(in super::super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
     Kind::ALL.into_iter().find_map(|k| {
         [false, true].into_iter().find_map(|sg| {
             family(k, sg)
@@ -191,7 +133,7 @@ pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
 /// of the same normed row (K and V after Q, up after gate): valid while
 /// that matvec is the last recorded command.
 #[derive(Clone, Debug)]
-pub(super) struct NormPrologue {
+pub(in super::super) struct NormPrologue {
     /// The norm's output (the products' input), its input, its weight.
     out: Bind,
     src: Bind,
@@ -200,19 +142,6 @@ pub(super) struct NormPrologue {
     eps: f32,
     /// (submission, command count) right after the matvec was recorded.
     at: (usize, usize),
-}
-
-/// Whether the fusions may run now (see the module docs on faults).
-pub(super) fn allowed(b: &VulkanBackend) -> bool {
-    b.fuse_matvecs && !fault::active("missing-barrier") && !fault::active("gpu-act-f16-truncate")
-}
-
-pub(super) fn overlaps(a: &Bind, b: &Bind) -> bool {
-    a.buf == b.buf && a.bytes.start < b.bytes.end && b.bytes.start < a.bytes.end
-}
-
-pub(super) fn read_u32(push: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))
 }
 
 /// What the matvec's prologue computes its row from.
@@ -233,25 +162,33 @@ enum Source {
 /// Records `out = W x` for one activation row as a fused matvec, when it
 /// applies: the GPU kernel layout, a block type with its fused
 /// variants, one chunk, a row of whole blocks of at most [`MAX_K`]
-/// elements not already quantized. Returns whether it did.
-pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) -> bool {
+/// elements not already quantized (`held`: whether it is, in the weight's
+/// activation format; `None` for a type without one). Returns whether it
+/// did.
+pub(in super::super) fn matvec(
+    b: &mut VulkanBackend,
+    gw: &GpuWeight,
+    x: Act,
+    out: Act,
+    held: Option<bool>,
+) -> bool {
     let Some(t) = weight_index(gw.ty) else {
         return false;
     };
-    let Some(fmt) = act_format(gw.ty) else {
+    let Some(held) = held else {
         return false;
     };
     let Some(quant) = variants(b, Kind::Quant)[t] else {
         return false;
     };
     let wgs = gw.n_out.div_ceil(matvec_rows(quant));
-    if !allowed(b)
+    if !allowed(b, Rule::Matvec)
         || x.rows() != 1
         || gw.chunks.len() != 1
         || !gw.n_in.is_multiple_of(32)
         || gw.n_in > MAX_K
         || wgs > MAX_FUSED_WORKGROUPS
-        || holds(b, x, fmt)
+        || held
     {
         return false;
     }
@@ -304,7 +241,7 @@ pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) ->
     let shader = variants(b, kind)[t].expect("every family has the same types");
     let groups = b.groups_1d(shader, wgs as u64 * u64::from(shader.local_size[0]));
     b.dispatch(shader, &binds, &MatvecFusedPush { w, f }, groups);
-    b.norm_prologue = match source {
+    b.fuse.norm_prologue = match source {
         Source::Norm {
             src,
             w,
@@ -329,7 +266,7 @@ pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) ->
 /// weight, not in place), which is then dropped; or the norm the last
 /// recorded fused matvec computed.
 fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
-    if let Some(n) = &b.norm_prologue {
+    if let Some(n) = &b.fuse.norm_prologue {
         if n.at == (b.stats.submissions, b.cmds.len()) && n.out == *xb {
             return Some(Source::Norm {
                 src: n.src.clone(),
@@ -354,7 +291,7 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
     if n_groups != 1 || group as usize != x.width() || dst != *xb || overlaps(&src, &dst) {
         return None;
     }
-    b.cmds.pop();
+    b.drop_last(1);
     Some(Source::Norm {
         src,
         w,
@@ -367,8 +304,8 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
 /// Records `x += y` as the epilogue of the fused matvec recorded last,
 /// when that matvec wrote exactly `y` and touches nothing of `x`: its
 /// `EPI_ADD` variant replaces it. Returns whether it did.
-pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
-    if !allowed(b) {
+pub(in super::super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b, Rule::MatvecAdd) {
         return false;
     }
     let Some(last) = b.last_dispatch() else {
@@ -392,13 +329,8 @@ pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     push[at..at + 4].copy_from_slice(&u32_of(x.elems().start, "offset").to_le_bytes());
     let groups = last.groups;
     let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
-    b.cmds.pop();
+    b.drop_last(1);
     b.dispatch_bytes(shader, &binds, push, groups);
-    // A feed-forward block's down projection: with its gate / up / unit;
-    // an attention's output projection: into the attention.
-    if !super::op_matvec_ffn::ffn_into_matvecs(b) {
-        super::op_attention_oproj::oproj_into_attention(b);
-    }
     true
 }
 
@@ -413,8 +345,8 @@ const MAX_POST_ROW: usize = 8192;
 /// post-norm, Gemma-3's). Not while fault `gpu-post-norm-add` is injected
 /// (it acts on `rms_norm.comp`'s ADD_TO, which then runs as before).
 /// Returns whether it did.
-pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
-    if !allowed(b)
+pub(in super::super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b, Rule::MatvecPostNorm)
         || fault::active("gpu-post-norm-add")
         || y.rows() != 1
         || y.width() > MAX_POST_ROW
@@ -468,8 +400,8 @@ pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bo
         u32_of(x.elems().start, "offset"),
     );
     let shader = variants(b, Kind::QuantPost)[t].expect("every family has the same types");
-    b.cmds.truncate(b.cmds.len() - 2);
-    b.norm_prologue = None;
+    b.drop_last(2);
+    b.fuse.norm_prologue = None;
     // After the two are taken off: making the counter records its fill.
     if let Some(cnt) = post_counter(b) {
         let binds = [w, input, yb, norm_w, xb, cnt];
@@ -478,39 +410,19 @@ pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bo
     true
 }
 
-/// The post-norm epilogue's counter, which the one-dispatch feed-forward
-/// block (`op_matvec_ffn.rs`) shares (one word, zero between dispatches;
-/// the hazard tracker orders the dispatches that share it), or `None`
-/// with the backend's error set.
-pub(super) fn post_counter(b: &mut VulkanBackend) -> Option<Bind> {
-    let slot = match b.post_counter {
-        Some(slot) => slot,
-        None => match b.new_buffer("matvec epilogue counter", 4, false, true) {
-            Ok(slot) => {
-                b.post_counter = Some(slot);
-                slot
-            }
-            Err(e) => {
-                let e = b.vk_err("matvec epilogue counter", 4, e);
-                b.fail(e);
-                return None;
-            }
-        },
-    };
-    Some(Bind {
-        buf: slot,
-        bytes: 0..4,
-    })
-}
-
 /// Records the gated unit `x = glu(x, y)` (x the gate's product, y the up
 /// projection's, in place as `binary.comp` computes it) within the two
 /// fused matvecs recorded last, when they are the two products of one
 /// normed row (the first writing the norm's output), of one weight type
 /// and shape, and wrote exactly `x` and `y`: `matvec.comp`'s PAIR_GLU
 /// variant replaces both. Returns whether it did.
-pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: Act) -> bool {
-    if !allowed(b) || x.rows() != 1 {
+pub(in super::super) fn glu_into_matvecs(
+    b: &mut VulkanBackend,
+    kind: GluKind,
+    x: Act,
+    y: Act,
+) -> bool {
+    if !allowed(b, Rule::MatvecGlu) || x.rows() != 1 {
         return false;
     }
     let (Some(first), Some(second)) = (b.dispatch_back(1), b.last_dispatch()) else {
@@ -575,8 +487,8 @@ pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: 
         push[w_at + 8..w_at + 12].try_into().expect("four bytes"),
     ));
     let per = (matvec_rows(shader) / 2) as u64;
-    b.cmds.truncate(b.cmds.len() - 2);
-    b.norm_prologue = None;
+    b.drop_last(2);
+    b.fuse.norm_prologue = None;
     let groups = b.groups_1d(shader, rows.div_ceil(per) * u64::from(shader.local_size[0]));
     b.dispatch_bytes(shader, &binds, push, groups);
     true

@@ -17,45 +17,12 @@
 //! The same bits as the unfused ops (tests:
 //! `engine/tests/vulkan_norm_rope.rs`).
 
-use super::cmd::Cmd;
-use super::op_elementwise::{RmsNormPush, RopePush};
+use super::super::cmd::Cmd;
+use super::{on, Rule};
 use super::{Bind, VulkanBackend};
 use crate::ops::{Act, KvType};
+use crate::vulkan::push::{NormRopePush, RmsNormPush, RopePush, NORM_BYTES};
 use crate::vulkan::{shaders, PushConstants};
-
-/// `NormRopePush` of `shaders/norm_rope.comp`: heads per row; half the
-/// rotated dimensions; the inbox word of the first row's position; NEOX
-/// (1) or NORM (0) pairs; the CPU's theta_scale and freq_scale; the query
-/// scale (where `has_scale` is 1); the cache write (0 none, 1 f32, 2 f16),
-/// the inbox word of its first row's position, the cache's row width.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct NormRopePush {
-    heads: u32,
-    half_rot: u32,
-    pos_at: u32,
-    neox: u32,
-    theta_scale: f32,
-    freq_scale: f32,
-    has_scale: u32,
-    scale: f32,
-    kv: u32,
-    kv_pos_at: u32,
-    kv_width: u32,
-}
-
-// SAFETY: repr(C), eleven 32-bit scalar fields, 44 bytes (asserted below):
-// no padding.
-unsafe impl PushConstants for NormRopePush {}
-
-const NORM_BYTES: usize = std::mem::size_of::<RmsNormPush>();
-const _: () = assert!(std::mem::size_of::<NormRopePush>() == 44);
-const _: () = assert!(
-    NORM_BYTES + std::mem::size_of::<NormRopePush>()
-        == shaders::NORM_ROPE.push_constant_size as usize
-);
-// Dispatched with the norm's workgroups.
-const _: () = assert!(shaders::NORM_ROPE.local_size[0] == shaders::RMS_NORM_W.local_size[0]);
 
 /// Byte offset of a `NormRopePush` field in the fused push bytes.
 macro_rules! at {
@@ -75,7 +42,7 @@ fn set(push: &mut [u8], at: usize, v: u32) {
 /// The recorded command of `shader` whose output (binding 1) is exactly
 /// `x`, the latest to touch `x`: its index.
 fn writer_of(b: &VulkanBackend, x: &Bind, shader: &shaders::Shader) -> Option<usize> {
-    let i = b.last_touching(x)?;
+    let i = b.window().last_touching(x)?;
     match &b.cmds[i] {
         Cmd::Dispatch {
             shader: s, access, ..
@@ -88,8 +55,8 @@ fn writer_of(b: &VulkanBackend, x: &Bind, shader: &shaders::Shader) -> Option<us
 /// when the RoPE turns every whole head in an even number of pairs (each
 /// invocation takes two: whole words of an f16 cache) and the norm's
 /// groups are those heads. Returns whether it did.
-pub(super) fn rope_into_norm(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
-    if !b.norm_rope || 2 * p.half_rot != p.head_dim || !p.half_rot.is_multiple_of(2) {
+pub(in super::super) fn rope_into_norm(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
+    if !on(b, Rule::NormRope) || 2 * p.half_rot != p.head_dim || !p.half_rot.is_multiple_of(2) {
         return false;
     }
     let xb = Bind::act(x);
@@ -100,7 +67,7 @@ pub(super) fn rope_into_norm(b: &mut VulkanBackend, x: Act, p: &RopePush) -> boo
     // Bindings: x, out, w.
     let (src, w) = (binds[0].clone(), binds[2].clone());
     let group = field(&push, std::mem::offset_of!(RmsNormPush, group));
-    if group != p.head_dim || !b.untouched_after(i, &[src.clone(), w.clone()]) {
+    if group != p.head_dim || !b.window().untouched_after(i, &[src.clone(), w.clone()]) {
         return false;
     }
     let r = NormRopePush {
@@ -124,8 +91,8 @@ pub(super) fn rope_into_norm(b: &mut VulkanBackend, x: Act, p: &RopePush) -> boo
 /// Records `x *= s` within the fused norm and RoPE that wrote `x`, when
 /// it writes no cache (the cache holds the unscaled rows). Returns whether
 /// it did.
-pub(super) fn scale_into_norm_rope(b: &mut VulkanBackend, x: Act, s: f32) -> bool {
-    if !b.norm_rope {
+pub(in super::super) fn scale_into_norm_rope(b: &mut VulkanBackend, x: Act, s: f32) -> bool {
+    if !on(b, Rule::NormRopeScale) {
         return false;
     }
     let Some(i) = writer_of(b, &Bind::act(x), &shaders::NORM_ROPE) else {
@@ -146,7 +113,7 @@ pub(super) fn scale_into_norm_rope(b: &mut VulkanBackend, x: Act, s: f32) -> boo
 /// at the position in inbox word `pos_at`) within the fused norm and RoPE
 /// that wrote `src`, when nothing recorded after it touches the cache.
 /// Returns whether it did.
-pub(super) fn kv_into_norm_rope(
+pub(in super::super) fn kv_into_norm_rope(
     b: &mut VulkanBackend,
     src: Act,
     width: usize,
@@ -154,14 +121,14 @@ pub(super) fn kv_into_norm_rope(
     ty: KvType,
     pos_at: u32,
 ) -> bool {
-    if !b.norm_rope || src.width() != width {
+    if !on(b, Rule::NormRopeKv) || src.width() != width {
         return false;
     }
     let Some(i) = writer_of(b, &Bind::act(src), &shaders::NORM_ROPE) else {
         return false;
     };
     let (mut binds, mut push, groups) = b.dispatch_parts(i);
-    if field(&push, at!(kv)) != 0 || !b.untouched_after(i, std::slice::from_ref(&dst)) {
+    if field(&push, at!(kv)) != 0 || !b.window().untouched_after(i, std::slice::from_ref(&dst)) {
         return false;
     }
     let kv = match ty {
