@@ -181,7 +181,7 @@ pub struct VulkanBackend {
     /// The decode fusion rules' switches and what they keep ([`fuse`]).
     fuse: fuse::State,
     /// Whether the fused matvecs run their `_sg` twins, whose reductions
-    /// end in subgroup shuffles (`op_matvec_fused.rs`; where the device
+    /// end in subgroup shuffles (`fuse/matvec.rs`; where the device
     /// has them).
     matvec_subgroups: bool,
     /// Whether the prefill products of 32-element block types take packed
@@ -291,7 +291,7 @@ impl VulkanBackend {
         }
     }
 
-    /// Turns the decode matvec's fusions (`op_matvec_fused.rs`) on (the
+    /// Turns the decode matvec's fusions (`fuse/matvec.rs`) on (the
     /// default) or off; the results are the same bits (tests compare the
     /// two).
     #[doc(hidden)]
@@ -300,7 +300,7 @@ impl VulkanBackend {
     }
 
     /// Turns the RoPE and cache-write epilogues of the fused decode matvecs
-    /// (`op_matvec_rope.rs`) on (the default) or off, the other matvec
+    /// (`fuse/matvec_rope.rs`) on (the default) or off, the other matvec
     /// fusions as they are; the same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_rope_epilogue(&mut self, on: bool) {
@@ -309,14 +309,14 @@ impl VulkanBackend {
     }
 
     /// Turns the merge of a layer's fused Q, K and V products into one
-    /// dispatch (`op_matvec_multi.rs`) on (the default) or off; the same
+    /// dispatch (`fuse/qkv.rs`) on (the default) or off; the same
     /// bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_matvec_merge(&mut self, on: bool) {
         self.set_fusion(Rule::Qkv, on);
     }
 
-    /// Turns the one-dispatch feed-forward block (`op_matvec_ffn.rs`) on
+    /// Turns the one-dispatch feed-forward block (`fuse/ffn.rs`) on
     /// (the default) or off, the other matvec fusions as they are; the
     /// same bits (tests compare the two).
     #[doc(hidden)]
@@ -325,7 +325,7 @@ impl VulkanBackend {
     }
 
     /// Turns the decode attention's output-projection epilogue
-    /// (`op_attention_oproj.rs`) on (the default) or off, the other
+    /// (`fuse/oproj.rs`) on (the default) or off, the other
     /// fusions as they are; the same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_oproj_fusion(&mut self, on: bool) {
@@ -333,7 +333,7 @@ impl VulkanBackend {
     }
 
     /// Turns the subgroup-shuffle twins of the fused decode matvecs
-    /// (`op_matvec_fused.rs`) on (the default, where the device has
+    /// (`fuse/matvec.rs`) on (the default, where the device has
     /// shuffles) or off; the same bits (tests compare the two). Returns
     /// whether they are on.
     #[doc(hidden)]
@@ -343,7 +343,7 @@ impl VulkanBackend {
     }
 
     /// Turns the fusion of a per-head norm with the RoPE, query scale and
-    /// K cache write after it (`op_norm_rope.rs`) on (the default) or off;
+    /// K cache write after it (`fuse/norm_rope.rs`) on (the default) or off;
     /// the same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_norm_rope(&mut self, on: bool) {

@@ -54,11 +54,11 @@ pub(in super::super) enum Kind {
     NormOut,
     NormOutGlu,
     /// `Norm` and `NormOut` with the RoPE / KV-write epilogue
-    /// (`op_matvec_rope.rs`).
+    /// (`matvec_rope.rs`).
     NormRope,
     NormOutRope,
     /// Up to three products of one normed row in one dispatch, each with
-    /// its `NormRope` epilogue (`op_matvec_multi.rs`).
+    /// its `NormRope` epilogue (`qkv.rs`).
     Multi,
 }
 
@@ -100,6 +100,12 @@ fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
         (Kind::NormOutRope, true) => &t::MATVEC_NORM_OUT_ROPE_SG,
         (Kind::Multi, true) => &t::MATVEC_NORM_MULTI_SG,
     }
+}
+
+/// A family's plain variants (tests).
+#[cfg(test)]
+pub(super) fn family_for_tests(kind: Kind) -> &'static [Option<&'static Shader>] {
+    family(kind, false)
 }
 
 /// The variants of a family that `b` dispatches.
@@ -492,4 +498,23 @@ pub(in super::super) fn glu_into_matvecs(
     let groups = b.groups_1d(shader, rows.div_ceil(per) * u64::from(shader.local_size[0]));
     b.dispatch_bytes(shader, &binds, push, groups);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_of_names_every_variant_of_both_twins() {
+        for kind in Kind::ALL {
+            for sg in [false, true] {
+                for (t, s) in family(kind, sg).iter().enumerate() {
+                    if let Some(s) = s {
+                        assert_eq!(kind_of(s), Some((kind, t)), "{}", s.name);
+                    }
+                }
+            }
+        }
+        assert_eq!(kind_of(&shaders::RMS_NORM_W), None);
+    }
 }

@@ -5,7 +5,7 @@
 //! (2i, 2i + 1), rotated as `rope.comp` rotates NORM pairs and, when asked,
 //! also into the cache as `kv_write.comp` writes it.
 //!
-//! Like the fusions of `op_matvec_fused.rs`, each is a peephole on what
+//! Like the fusions of `matvec.rs`, each is a peephole on what
 //! was recorded: `rope(x)` finds the normed matvec (`Norm` / `NormOut`)
 //! that wrote exactly `x` among the last commands, with nothing recorded
 //! after it touching `x`, and records it again as its `EPI_ROPE` variant;
@@ -29,7 +29,7 @@ use crate::vulkan::shaders::matvec_rows;
 
 /// The recorded normed matvec of a kind in `kinds` whose output binding is
 /// exactly `x`, the latest command to touch `x`
-/// ([`VulkanBackend::last_touching`]: Q is three back when its RoPE is
+/// (`Window::last_touching`: Q is three back when its RoPE is
 /// recorded, after K and V): its index in `b.cmds`, kind and weight-type
 /// index.
 fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind, usize)> {
@@ -184,5 +184,50 @@ pub(in super::super) fn read_epi(push: &[u8]) -> RopeEpi {
         kv: u(5),
         kv_pos_at: u(6),
         kv_width: u(7),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vulkan::PushConstants;
+
+    fn push(rows: u32, n_out: u32, col0: u32) -> Vec<u8> {
+        let p = MatvecFusedPush {
+            w: WeightPush {
+                rows,
+                n_out,
+                col0,
+                ..WeightPush::default()
+            },
+            ..MatvecFusedPush::default()
+        };
+        p.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn rope_epilogues_need_rows_that_pair_within_workgroups() {
+        assert!(pairs_whole(&push(64, 64, 0), 4));
+        assert!(!pairs_whole(&push(64, 64, 0), 3), "odd rows a workgroup");
+        assert!(!pairs_whole(&push(63, 63, 0), 4), "odd rows");
+        assert!(!pairs_whole(&push(32, 64, 32), 4), "a chunk of the rows");
+    }
+
+    #[test]
+    fn the_epilogue_words_read_back() {
+        let e = RopeEpi {
+            rope: 1,
+            head_dim: 64,
+            pos_at: 3,
+            theta_scale: 0.5,
+            freq_scale: 1.0,
+            kv: 2,
+            kv_pos_at: 4,
+            kv_width: 128,
+        };
+        let mut p = push(64, 64, 0);
+        push_epi(&mut p, &e);
+        assert_eq!(p.len(), PUSH_BYTES + 32);
+        assert_eq!(read_epi(&p), e);
     }
 }

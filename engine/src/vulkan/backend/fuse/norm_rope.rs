@@ -5,7 +5,7 @@
 //! three dependent stages, and K's cache write a fourth dispatch; fused,
 //! one dispatch for q and one for k (with the write), in one stage.
 //!
-//! Peepholes like those of `op_matvec_rope.rs`: `rope(x)` finds the norm
+//! Peepholes like those of `matvec_rope.rs`: `rope(x)` finds the norm
 //! that wrote exactly `x` (`rms_norm_w` in groups of one head) among the
 //! last commands, with nothing recorded after it touching `x` or the
 //! norm's input and weight, and records it again in place as the fused

@@ -10,7 +10,7 @@
 //!
 //! Each head's writer (with split-K, the head's last run) writes its
 //! blocks' terms of every projected row to the partials buffer it shares
-//! with `op_matvec_ffn.rs`; the head that finishes last sums them (the
+//! with `ffn.rs`; the head that finishes last sums them (the
 //! shader's docs). Not while fault `gpu-softmax-unshifted` is injected
 //! (it swaps the attention kernel, which then runs as before). Fault
 //! `gpu-oproj-residual`: the add goes into the projection's output
@@ -131,4 +131,21 @@ pub(in super::super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
     binds.extend([part, cnt]);
     b.dispatch_bytes(shader, &binds, push, groups);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epilogue_variants_are_those_of_the_decode_attention_kernels() {
+        let (plain, split) = (&shaders::ATTENTION_F32, &shaders::ATTENTION_F16_SPLIT);
+        let t = (0..shaders::by_type::ATTENTION_F32_OPROJ.len())
+            .find(|&t| variant(plain, t).is_some())
+            .expect("a type with the epilogue");
+        assert!(!variant(plain, t).unwrap().1);
+        assert!(variant(split, t).unwrap().1);
+        assert!(variant(&shaders::ATTENTION_F32_ROWS, t).is_none());
+        assert!(variant(&shaders::RMS_NORM_W, t).is_none());
+    }
 }

@@ -2,8 +2,8 @@
 //! `MULTI` variants (`by_type::MATVEC_NORM_MULTI`).
 //!
 //! The decode step records Q, K and V as three fused matvecs of one normed
-//! row (`op_matvec_fused.rs`), each with its RoPE and cache-write epilogue
-//! where one applies (`op_matvec_rope.rs`), one after another with nothing
+//! row (`matvec.rs`), each with its RoPE and cache-write epilogue
+//! where one applies (`matvec_rope.rs`), one after another with nothing
 //! between them. When a submission is recorded into a command buffer
 //! ([`merged`], called by the recorder), every run of two or three such
 //! dispatches that read the same norm of the same row, have one weight type
@@ -291,4 +291,72 @@ pub(in super::super) fn merged(b: &mut VulkanBackend, cmds: &[Cmd]) -> Option<Ve
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{bind, dispatch};
+    use super::*;
+    use crate::ggml_type::{weight_index, GgmlType};
+    use crate::vulkan::push::FusedPush;
+    use crate::vulkan::PushConstants;
+
+    /// A normed product of 64 rows of weight `w` into `out`, the row
+    /// normed from slot 3 with the weight at slot 4 (`write`: the first
+    /// product of that norm, writing it to slot 5).
+    fn product(ty: GgmlType, w: u32, out: &Bind, write: bool) -> Cmd {
+        let t = weight_index(ty).unwrap();
+        let kind = if write { Kind::NormOut } else { Kind::Norm };
+        let shader = super::super::matvec::family_for_tests(kind)[t].unwrap();
+        let push = MatvecFusedPush {
+            w: WeightPush {
+                n_in: 64,
+                rows: 64,
+                n_out: 64,
+                n_tok: 1,
+                ..WeightPush::default()
+            },
+            f: FusedPush {
+                eps: 1e-5,
+                ..FusedPush::default()
+            },
+        };
+        let mut binds = vec![
+            bind(w, 0, 4096),
+            bind(3, 0, 256),
+            out.clone(),
+            bind(4, 0, 256),
+        ];
+        if write {
+            binds.push(bind(5, 0, 256));
+        }
+        dispatch(shader, &binds, push.as_bytes())
+    }
+
+    #[test]
+    fn qkv_runs_the_products_of_one_norm_of_one_type() {
+        let ty = GgmlType::Q4_1;
+        let (q, k, v) = (bind(10, 0, 256), bind(11, 0, 256), bind(12, 0, 256));
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(ty, 21, &k, false),
+            product(ty, 22, &v, false),
+        ];
+        assert_eq!(run_at(&cmds, 0).len(), 3);
+        // The norm's first product does not join a run; a product of
+        // another type, or one that reads what another writes, ends it.
+        assert_eq!(run_at(&cmds, 1).len(), 2);
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(GgmlType::Q8_0, 21, &k, false),
+        ];
+        assert_eq!(run_at(&cmds, 0).len(), 1);
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(ty, 21, &bind(3, 0, 256), false),
+        ];
+        assert_eq!(run_at(&cmds, 0).len(), 1);
+        let cmds = [product(ty, 20, &q, true)];
+        assert!(run_at(&cmds, 0).len() == 1 && Product::of(&cmds[0]).is_some());
+    }
 }
