@@ -24,7 +24,8 @@
 
 use super::super::hazard::Access;
 use super::super::GpuWeight;
-use super::{allowed, overlaps, post_counter, read_u32, Rule};
+use super::window::Window;
+use super::{allowed, overlaps, post_counter, read_u32, Fused, Rule};
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::weight_index;
@@ -307,36 +308,55 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
     })
 }
 
-/// Records `x += y` as the epilogue of the fused matvec recorded last,
-/// when that matvec wrote exactly `y` and touches nothing of `x`: its
-/// `EPI_ADD` variant replaces it. Returns whether it did.
+/// [`Rule::MatvecAdd`]'s pattern: the `EPI_ADD` kernel (of the plain
+/// or `sg` family) for `x += y` (`x` from element `x_offset`) after the
+/// commands in `win`, with the product's workgroups, when the last is a
+/// fused product of an f32 row (`Quant`) that wrote exactly `y` and
+/// touches nothing of `x`.
+pub(super) fn matvec_add(
+    win: Window,
+    x: &Bind,
+    y: &Bind,
+    x_offset: u32,
+    sg: bool,
+) -> Option<(Fused, [u32; 3])> {
+    let last = win.last()?;
+    let (Kind::Quant, t) = kind_of(last.shader)? else {
+        return None;
+    };
+    let binds = last.binds();
+    // Bindings: weight, input, out, ...
+    if binds[2] != *y || binds.iter().any(|bd| overlaps(bd, x)) {
+        return None;
+    }
+    let shader = family(Kind::QuantAdd, sg)[t].expect("every family has the same types");
+    let mut push = last.push.to_vec();
+    let at = std::mem::offset_of!(MatvecFusedPush, f) + std::mem::offset_of!(FusedPush, res_offset);
+    push[at..at + 4].copy_from_slice(&x_offset.to_le_bytes());
+    let binds: Vec<Bind> = binds.into_iter().chain([x.clone()]).collect();
+    Some((
+        Fused {
+            shader,
+            binds,
+            push,
+        },
+        last.groups,
+    ))
+}
+
+/// Records `x += y` as the epilogue of the fused matvec recorded last
+/// ([`Rule::MatvecAdd`]). Returns whether it did.
 pub(in super::super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     if !allowed(b, Rule::MatvecAdd) {
         return false;
     }
-    let Some(last) = b.last_dispatch() else {
-        return false;
-    };
-    let Some((kind, t)) = kind_of(last.shader) else {
-        return false;
-    };
-    if kind != Kind::Quant {
-        return false;
-    }
+    let x_offset = u32_of(x.elems().start, "offset");
     let (xb, yb) = (Bind::act(x), Bind::act(y));
-    let binds: Vec<Bind> = last.access.iter().map(Access::bind).collect();
-    // Bindings: weight, input, out, ...
-    if binds[2] != yb || binds.iter().any(|bd| overlaps(bd, &xb)) {
+    let Some((f, groups)) = matvec_add(b.window(), &xb, &yb, x_offset, b.matvec_subgroups) else {
         return false;
-    }
-    let shader = variants(b, Kind::QuantAdd)[t].expect("every family has the same types");
-    let mut push = last.push.to_vec();
-    let at = std::mem::offset_of!(MatvecFusedPush, f) + std::mem::offset_of!(FusedPush, res_offset);
-    push[at..at + 4].copy_from_slice(&u32_of(x.elems().start, "offset").to_le_bytes());
-    let groups = last.groups;
-    let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
+    };
     b.drop_last(1);
-    b.dispatch_bytes(shader, &binds, push, groups);
+    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
     true
 }
 
@@ -516,5 +536,45 @@ mod tests {
             }
         }
         assert_eq!(kind_of(&shaders::RMS_NORM_W), None);
+    }
+
+    #[test]
+    fn matvec_add_takes_the_add_of_a_quantizing_product_output() {
+        use super::super::test_support::{bind, dispatch};
+        use crate::ggml_type::GgmlType;
+        use crate::vulkan::PushConstants;
+        let t = weight_index(GgmlType::Q4_1).unwrap();
+        let (w, input, y, x) = (
+            bind(8, 0, 4096),
+            bind(3, 0, 256),
+            bind(4, 0, 256),
+            bind(5, 0, 256),
+        );
+        let push = MatvecFusedPush::default();
+        for (kind, sg) in [
+            (Kind::Quant, false),
+            (Kind::Quant, true),
+            (Kind::Norm, false),
+        ] {
+            let shader = family(kind, sg)[t].unwrap();
+            let mut binds = vec![w.clone(), input.clone(), y.clone()];
+            if kind == Kind::Norm {
+                binds.push(bind(9, 0, 256));
+            }
+            let cmds = [dispatch(shader, &binds, push.as_bytes())];
+            let win = Window { cmds: &cmds };
+            let got = matvec_add(win, &x, &y, 64, sg);
+            if kind != Kind::Quant {
+                assert!(got.is_none(), "a normed product keeps its add apart");
+                continue;
+            }
+            let (f, _) = got.expect("matches");
+            assert_eq!(kind_of(f.shader), Some((Kind::QuantAdd, t)));
+            assert_eq!(f.shader.name.contains("_sg"), sg);
+            assert_eq!((f.binds.len(), &f.binds[3]), (4, &x));
+            // Another output; a residual over the product's input.
+            assert!(matvec_add(win, &x, &input, 64, sg).is_none());
+            assert!(matvec_add(win, &bind(3, 128, 384), &y, 64, sg).is_none());
+        }
     }
 }
