@@ -451,25 +451,46 @@ pub(in super::super) fn glu_into_matvecs(
     if !allowed(b, Rule::MatvecGlu) || x.rows() != 1 {
         return false;
     }
-    let (Some(first), Some(second)) = (b.dispatch_back(1), b.last_dispatch()) else {
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let Some((f, n)) = matvec_glu(b.window(), kind, (&xb, &yb), b.matvec_subgroups) else {
         return false;
+    };
+    b.drop_last(2);
+    b.fuse.norm_prologue = None;
+    let groups = b.groups_1d(f.shader, n);
+    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
+    true
+}
+
+/// [`Rule::MatvecGlu`]'s pattern: the PAIR_GLU kernel (of the plain or
+/// `sg` family) for `x = glu(x, y)` after the commands in `win`, and its
+/// invocations, when the last two are the products of one normed row (the
+/// first writing the norm's output) of one weight type and shape that
+/// wrote exactly `x` and `y`.
+pub(super) fn matvec_glu(
+    win: Window,
+    kind: GluKind,
+    (xb, yb): (&Bind, &Bind),
+    sg: bool,
+) -> Option<(Fused, u64)> {
+    let (Some(first), Some(second)) = (win.back(1), win.last()) else {
+        return None;
     };
     let (Some((k1, t1)), Some((k2, t2))) = (kind_of(first.shader), kind_of(second.shader)) else {
-        return false;
+        return None;
     };
     if k1 != Kind::NormOut || k2 != Kind::Norm || t1 != t2 || first.groups != second.groups {
-        return false;
+        return None;
     }
     let b1: Vec<Bind> = first.access.iter().map(Access::bind).collect();
     let b2: Vec<Bind> = second.access.iter().map(Access::bind).collect();
     // Bindings: weight, norm input, out, norm weight (, norm output).
-    let (xb, yb) = (Bind::act(x), Bind::act(y));
-    let (gate, up) = if b1[2] == xb && b2[2] == yb {
+    let (gate, up) = if b1[2] == *xb && b2[2] == *yb {
         (&b1, &b2)
-    } else if b2[2] == xb && b1[2] == yb {
+    } else if b2[2] == *xb && b1[2] == *yb {
         (&b2, &b1)
     } else {
-        return false;
+        return None;
     };
     let f_at = std::mem::offset_of!(MatvecFusedPush, f);
     let w_at = std::mem::offset_of!(MatvecFusedPush, w);
@@ -479,12 +500,12 @@ pub(in super::super) fn glu_into_matvecs(
         && first.push[f_at + 16..f_at + 20] == second.push[f_at + 16..f_at + 20]
         && first.push[w_at..w_at + 16] == second.push[w_at..w_at + 16];
     if !same_norm {
-        return false;
+        return None;
     }
     let out_at = w_at + std::mem::offset_of!(WeightPush, out_offset);
     let res_at = f_at + std::mem::offset_of!(FusedPush, res_offset);
     let op_at = f_at + std::mem::offset_of!(FusedPush, op);
-    let (gate_push, up_push) = if b1[2] == xb {
+    let (gate_push, up_push) = if b1[2] == *xb {
         (first.push, second.push)
     } else {
         (second.push, first.push)
@@ -497,7 +518,7 @@ pub(in super::super) fn glu_into_matvecs(
         GluKind::GeGluTanh => 1,
     };
     push[op_at..op_at + 4].copy_from_slice(&op.to_le_bytes());
-    let shader = variants(b, Kind::NormOutGlu)[t1].expect("every family has the same types");
+    let shader = family(Kind::NormOutGlu, sg)[t1].expect("every family has the same types");
     // Bindings: gate weight, norm input, gate out, norm weight, norm
     // output, up weight, up out.
     let binds = vec![
@@ -513,11 +534,13 @@ pub(in super::super) fn glu_into_matvecs(
         push[w_at + 8..w_at + 12].try_into().expect("four bytes"),
     ));
     let per = (matvec_rows(shader) / 2) as u64;
-    b.drop_last(2);
-    b.fuse.norm_prologue = None;
-    let groups = b.groups_1d(shader, rows.div_ceil(per) * u64::from(shader.local_size[0]));
-    b.dispatch_bytes(shader, &binds, push, groups);
-    true
+    let invocations = rows.div_ceil(per) * u64::from(shader.local_size[0]);
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((fused, invocations))
 }
 
 #[cfg(test)]
@@ -536,6 +559,54 @@ mod tests {
             }
         }
         assert_eq!(kind_of(&shaders::RMS_NORM_W), None);
+    }
+
+    #[test]
+    fn matvec_glu_takes_the_unit_of_the_two_products_of_one_norm() {
+        use super::super::test_support::{bind, dispatch};
+        use crate::ggml_type::GgmlType;
+        use crate::vulkan::PushConstants;
+        let t = weight_index(GgmlType::Q4_1).unwrap();
+        let (src, nw, xn) = (bind(3, 0, 256), bind(4, 0, 256), bind(5, 0, 256));
+        let (gate, up) = (bind(6, 0, 256), bind(7, 0, 256));
+        let product = |w: u32, out: &Bind, write: bool, ty: GgmlType| {
+            let kind = if write { Kind::NormOut } else { Kind::Norm };
+            let t = weight_index(ty).unwrap();
+            let mut binds = vec![bind(w, 0, 4096), src.clone(), out.clone(), nw.clone()];
+            if write {
+                binds.push(xn.clone());
+            }
+            let push = MatvecFusedPush {
+                w: WeightPush {
+                    n_in: 64,
+                    rows: 64,
+                    n_out: 64,
+                    ..WeightPush::default()
+                },
+                ..MatvecFusedPush::default()
+            };
+            dispatch(family(kind, false)[t].unwrap(), &binds, push.as_bytes())
+        };
+        let q = GgmlType::Q4_1;
+        let cmds = [product(20, &gate, true, q), product(21, &up, false, q)];
+        let win = Window { cmds: &cmds };
+        let (f, _) = matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).expect("matches");
+        assert_eq!(kind_of(f.shader), Some((Kind::NormOutGlu, t)));
+        assert_eq!((f.binds.len(), &f.binds[5]), (7, &bind(21, 0, 4096)));
+        // The unit the other way round takes the weights the other way.
+        let (f, _) = matvec_glu(win, GluKind::GeGluTanh, (&up, &gate), false).unwrap();
+        assert_eq!(f.binds[0], bind(21, 0, 4096));
+        // Another output; two types; the norm's writer last.
+        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &xn), false).is_none());
+        let cmds = [
+            product(20, &gate, true, q),
+            product(21, &up, false, GgmlType::Q8_0),
+        ];
+        let win = Window { cmds: &cmds };
+        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).is_none());
+        let cmds = [product(21, &up, false, q), product(20, &gate, true, q)];
+        let win = Window { cmds: &cmds };
+        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).is_none());
     }
 
     #[test]
