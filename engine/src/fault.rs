@@ -45,15 +45,15 @@ pub const FAULTS: &[(&str, &str)] = &[
     ),
     (
         "gpu-qkv-merge",
-        "vulkan op_matvec_multi: a merged Q/K/V dispatch binds K's and V's weights the wrong way round",
+        "vulkan fuse/qkv: a merged Q/K/V dispatch binds K's and V's weights the wrong way round",
     ),
     (
         "gpu-ffn-bind",
-        "vulkan op_matvec_ffn: the one-dispatch feed-forward block binds the up projection's weight where the gate's goes",
+        "vulkan fuse/ffn: the one-dispatch feed-forward block binds the up projection's weight where the gate's goes",
     ),
     (
         "gpu-oproj-residual",
-        "vulkan op_attention_oproj: the attention's output-projection epilogue adds the projection into its own output instead of the residual",
+        "vulkan fuse/oproj: the attention's output-projection epilogue adds the projection into its own output instead of the residual",
     ),
     (
         "gpu-embed-row",

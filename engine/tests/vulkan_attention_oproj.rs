@@ -1,5 +1,5 @@
 //! Decode attention with the output projection and its residual add as
-//! the attention's epilogue (`op_attention_oproj.rs`, `attention.comp`
+//! the attention's epilogue (`fuse/oproj.rs`, `attention.comp`
 //! OUT_PROJ) against the same ops with the epilogue off, on the GPU
 //! kernel layout: the attention output, the projection and the residual
 //! are the same bits, one dispatch fewer a step, for the plain decode

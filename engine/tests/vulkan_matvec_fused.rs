@@ -1,4 +1,4 @@
-//! The decode matvec fused with its neighbours (`op_matvec_fused.rs`,
+//! The decode matvec fused with its neighbours (`fuse/matvec.rs`,
 //! `shaders/matvec.comp`'s PRO_* / EPI_ADD variants) against the same ops
 //! unfused, on the GPU kernel layout: a layer's chain (norm, two products
 //! of the normed row, a product of an f32 row, the residual add) recorded
@@ -7,10 +7,10 @@
 //! fusion does not apply (a row over 3072, an output of more than 1024
 //! workgroups) the counts are the unfused ones; with a gated unit between the two products and the third
 //! (a feed-forward block), the two products and the unit are one dispatch,
-//! and with the product of the unit and the add (`op_matvec_ffn.rs`, the
+//! and with the product of the unit and the add (`fuse/ffn.rs`, the
 //! 32-element types) the whole block is.
 //! The normed row is also the CPU's, bit for bit. Merged at submission
-//! (`op_matvec_multi.rs`), the two products of the normed row, and a
+//! (`fuse/qkv.rs`), the two products of the normed row, and a
 //! layer's Q, K and V with or without their RoPE and cache-write
 //! epilogues, are one dispatch with the same bits. Each fused case runs
 //! twice: on the plain fused variants and on their `_sg` twins, whose

@@ -1,5 +1,5 @@
 //! The per-head norm fused with the RoPE, the query scale and the K cache
-//! write after it (`op_norm_rope.rs`, `shaders/norm_rope.comp`) against
+//! write after it (`fuse/norm_rope.rs`, `shaders/norm_rope.comp`) against
 //! the same ops unfused, on both kernel layouts: a layer's chain as Gemma
 //! 3 and Qwen3 record it (norm q, norm k, RoPE q, RoPE k, scale q, then
 //! attention, which writes K and V into the cache), over a prompt of a

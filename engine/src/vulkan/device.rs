@@ -22,7 +22,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
 use super::error::{VkCall, VkError, VkResult};
-use super::instance::{DeviceInfo, Instance, API_VERSION};
+use super::instance::{extension_features, DeviceInfo, Instance, API_VERSION};
 use super::limits::DeviceLimits;
 use super::pipeline::Pipeline;
 use super::pipeline_stats;
@@ -275,33 +275,6 @@ fn coop_f16(instance: &Instance, physical: vk::PhysicalDevice) -> VkResult<bool>
     }))
 }
 
-/// Whether `physical` has the device extension `name`; where it has,
-/// `features` (that extension's feature struct) filled in by
-/// vkGetPhysicalDeviceFeatures2.
-pub(crate) fn extension_features<T: vk::ExtendsPhysicalDeviceFeatures2>(
-    instance: &Instance,
-    physical: vk::PhysicalDevice,
-    name: &std::ffi::CStr,
-    features: &mut T,
-) -> VkResult<bool> {
-    // SAFETY: `physical` was enumerated from this live instance.
-    let exts = unsafe { instance.raw.enumerate_device_extension_properties(physical) }
-        .call("vkEnumerateDeviceExtensionProperties")?;
-    if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
-        return Ok(false);
-    }
-    let mut all = vk::PhysicalDeviceFeatures2::default().push_next(features);
-    // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+, where
-    // vkGetPhysicalDeviceFeatures2 is core); the extension of the chained
-    // struct is supported (checked above); the chain outlives the call.
-    unsafe {
-        instance
-            .raw
-            .get_physical_device_features2(physical, &mut all)
-    };
-    Ok(true)
-}
-
 /// What became of opening one physical device: not tried yet, its
 /// device, or why it could not be opened (the message, kept).
 type OpenState = Option<Result<&'static Device, String>>;
@@ -394,6 +367,12 @@ fn choose_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> 
     dedicated
         .or_else(|| families.iter().position(compute))
         .map(|i| i as u32)
+}
+
+/// Lists the physical devices (through the process's instance without
+/// validation).
+pub fn list_devices() -> VkResult<Vec<DeviceInfo>> {
+    physical_devices(false)
 }
 
 #[cfg(test)]

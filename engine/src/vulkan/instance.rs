@@ -357,10 +357,31 @@ pub fn validation_layer_present() -> bool {
     })
 }
 
-/// Lists the physical devices (through the process's instance without
-/// validation).
-pub fn list_devices() -> VkResult<Vec<DeviceInfo>> {
-    super::device::physical_devices(false)
+/// Whether `physical` has the device extension `name`; where it has,
+/// `features` (that extension's feature struct) filled in by
+/// vkGetPhysicalDeviceFeatures2.
+pub(crate) fn extension_features<T: vk::ExtendsPhysicalDeviceFeatures2>(
+    instance: &Instance,
+    physical: vk::PhysicalDevice,
+    name: &std::ffi::CStr,
+    features: &mut T,
+) -> VkResult<bool> {
+    // SAFETY: `physical` was enumerated from this live instance.
+    let exts = unsafe { instance.raw.enumerate_device_extension_properties(physical) }
+        .call("vkEnumerateDeviceExtensionProperties")?;
+    if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
+        return Ok(false);
+    }
+    let mut all = vk::PhysicalDeviceFeatures2::default().push_next(features);
+    // SAFETY: `physical` belongs to this live instance (Vulkan 1.2+, where
+    // vkGetPhysicalDeviceFeatures2 is core); the extension of the chained
+    // struct is supported (checked above); the chain outlives the call.
+    unsafe {
+        instance
+            .raw
+            .get_physical_device_features2(physical, &mut all)
+    };
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -57,10 +57,9 @@ pub use backend::{
     VulkanOptions, VulkanStats,
 };
 pub use context::{Context, ContextOptions};
+pub use device::list_devices;
 pub use error::{VkError, VkResult};
-pub use instance::{
-    list_devices, validation_layer_present, DeviceInfo, DeviceKind, DeviceSelector,
-};
+pub use instance::{validation_layer_present, DeviceInfo, DeviceKind, DeviceSelector};
 pub use limits::DeviceLimits;
 pub use memory::{Buffer, BufferKind, HostScalar};
 pub use pipeline::Pipeline;

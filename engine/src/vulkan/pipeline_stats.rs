@@ -13,9 +13,8 @@ use std::sync::OnceLock;
 
 use ash::vk;
 
-use super::device::extension_features;
 use super::error::VkResult;
-use super::instance::Instance;
+use super::instance::{extension_features, Instance};
 
 /// Whether `SHARPI_VK_PIPELINE_STATS` asks for the statistics (read once).
 pub fn enabled() -> bool {

@@ -72,6 +72,27 @@ impl<const N: usize> SpirvBytes<N> {
 
 include!(concat!(env!("OUT_DIR"), "/shaders.rs"));
 
+/// Weight rows per workgroup of a `matvec` variant: `ROWS_PER_WG` for the
+/// block types, `NR` (2) of `shaders/matvec.comp` for the float types.
+pub(crate) fn matvec_rows(shader: &Shader) -> usize {
+    if shader.defines.iter().any(|(k, _)| *k == "ROWS_PER_WG") {
+        define(shader, "ROWS_PER_WG")
+    } else {
+        2
+    }
+}
+
+/// The value of macro `name` in `shader`'s variant (`ROWS`, `TOKENS` of the
+/// `matmul_cpu.comp` variants in engine/build/variants.rs).
+pub(crate) fn define(shader: &Shader, name: &str) -> usize {
+    shader
+        .defines
+        .iter()
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("shader {} has no numeric {name}", shader.name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

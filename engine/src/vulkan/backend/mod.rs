@@ -29,25 +29,19 @@
 
 mod buffers;
 mod cmd;
+mod fuse;
 pub mod hazard;
 mod op_attention;
-mod op_attention_oproj;
 mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;
-mod op_matvec_ffn;
-mod op_matvec_fused;
-mod op_matvec_multi;
-mod op_matvec_rope;
 mod op_moe;
-mod op_norm_rope;
 mod op_quantize;
 mod ops_impl;
 mod readback;
 mod recorder;
 mod replay;
 mod resources;
-mod unfused;
 
 use super::VkError;
 use super::{
@@ -55,9 +49,10 @@ use super::{
     Submission,
 };
 use crate::ops::{BackendError, Ops};
+pub use crate::vulkan::push::CombinePush;
 use cmd::Cmd;
 use hazard::Access;
-pub use op_attention::{attention_partial_bytes, CombinePush};
+pub use op_attention::attention_partial_bytes;
 pub use op_quantize::twin_bytes;
 use resources::Slot;
 pub use resources::{Bind, GpuKv, GpuWeight, WeightChunk};
@@ -73,12 +68,7 @@ const UPLOAD: u32 = 0;
 const DOWNLOAD: u32 = 1;
 const INBOX: u32 = 2;
 const FIRST_TENSOR: u32 = 3;
-/// Commands a fusion looks back over for the one it joins
-/// ([`VulkanBackend::last_touching`]): a layer's q and k chains interleave
-/// (norm q, norm k, RoPE q, RoPE k, scale q).
-const LOOK_BACK: usize = 8;
-
-pub use unfused::Unfused;
+pub use fuse::{Rule, RuleInfo, Unfused, RULES};
 
 /// How to create a [`VulkanBackend`].
 #[derive(Clone, Debug, Default)]
@@ -137,14 +127,6 @@ impl KernelLayout {
     }
 }
 
-/// A recorded dispatch as [`VulkanBackend::last_dispatch`] shows it.
-pub(super) struct LastDispatch<'a> {
-    pub shader: &'static Shader,
-    pub push: &'a [u8],
-    pub groups: [u32; 3],
-    pub access: &'a [Access],
-}
-
 /// Counters since the backend was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VulkanStats {
@@ -196,31 +178,10 @@ pub struct VulkanBackend {
     /// Split-K prefill attention's partials (`op_attention.rs`
     /// `coop_split`): slot and bytes.
     coop_partials: Option<(u32, u64)>,
-    /// The norm the last fused matvec computed (`op_matvec_fused.rs`).
-    norm_prologue: Option<op_matvec_fused::NormPrologue>,
-    /// Whether decode matvecs are fused with their neighbours
-    /// (`op_matvec_fused.rs`; tests compare the two).
-    fuse_matvecs: bool,
-    /// Whether the fused matvecs take RoPE and cache writes as epilogues
-    /// (`op_matvec_rope.rs`; with `fuse_matvecs`).
-    rope_epilogue: bool,
-    /// Whether runs of fused products of one normed row (Q, K and V) are
-    /// merged into one dispatch at submission (`op_matvec_multi.rs`; with
-    /// `fuse_matvecs`).
-    merge_matvecs: bool,
-    /// Whether a feed-forward block's fused gate / up / unit dispatch and
-    /// its down projection with the add are one dispatch
-    /// (`op_matvec_ffn.rs`; with `fuse_matvecs`).
-    fuse_ffn: bool,
-    /// Whether a decode attention and the output projection with its add
-    /// after it are one dispatch (`op_attention_oproj.rs`; with
-    /// `fuse_matvecs`).
-    fuse_oproj: bool,
-    /// The block terms of the feed-forward block and of the attention's
-    /// output projection (`op_matvec_ffn.rs`): slot and bytes.
-    ffn_partials: Option<(u32, u64)>,
+    /// The decode fusion rules' switches and what they keep ([`fuse`]).
+    fuse: fuse::State,
     /// Whether the fused matvecs run their `_sg` twins, whose reductions
-    /// end in subgroup shuffles (`op_matvec_fused.rs`; where the device
+    /// end in subgroup shuffles (`fuse/matvec.rs`; where the device
     /// has them).
     matvec_subgroups: bool,
     /// Whether the prefill products of 32-element block types take packed
@@ -233,11 +194,6 @@ pub struct VulkanBackend {
     /// the attention kernel of cooperative matrices (`attention_coop_*`;
     /// where the device has them).
     attention_coop: bool,
-    /// Whether a per-head norm is fused with the RoPE, query scale and
-    /// cache write after it (`op_norm_rope.rs`).
-    norm_rope: bool,
-    /// The post-norm epilogue's counter word (`op_matvec_fused.rs`).
-    post_counter: Option<u32>,
 }
 
 impl VulkanBackend {
@@ -250,10 +206,7 @@ impl VulkanBackend {
         let mut b = VulkanBackend::with_context(ctx);
         b.set_replay(!opts.record_every_step);
         let u = opts.unfused;
-        b.set_matvec_fusion(!u.matvec);
-        b.set_matvec_merge(!u.qkv);
-        b.set_ffn_fusion(!u.ffn);
-        b.set_oproj_fusion(!u.oproj);
+        b.fuse.off = u;
         if u.subgroups {
             b.set_matvec_subgroups(false);
         }
@@ -279,7 +232,7 @@ impl VulkanBackend {
         let kernel_layout = KernelLayout::for_device(ctx.device_info().kind, ctx.limits());
         let integer_dot = ctx.limits().integer_dot;
         let attention_coop = ctx.limits().coop_f16;
-        let matvec_subgroups = op_matvec_fused::subgroups_supported(ctx.limits());
+        let matvec_subgroups = fuse::subgroups_supported(ctx.limits());
         let mut b = VulkanBackend {
             pending: None,
             replay: None,
@@ -299,23 +252,15 @@ impl VulkanBackend {
             act_scratch: op_quantize::ActScratch::default(),
             attn_partials: None,
             coop_partials: None,
-            norm_prologue: None,
-            fuse_matvecs: true,
-            rope_epilogue: true,
-            merge_matvecs: true,
+            fuse: fuse::State::default(),
             matvec_subgroups,
-            fuse_ffn: true,
-            fuse_oproj: true,
-            ffn_partials: None,
             integer_dot,
             attention_rows: true,
             attention_coop,
-            norm_rope: true,
-            post_counter: None,
         };
         // Made now, so that no recorded step holds its zero fill (a decode
         // step replays only what the step before it recorded).
-        b.post_counter = b.new_buffer("matvec epilogue counter", 4, false, true).ok();
+        b.fuse.post_counter = b.new_buffer("matvec epilogue counter", 4, false, true).ok();
         b
     }
 
@@ -335,64 +280,74 @@ impl VulkanBackend {
         }
     }
 
-    /// Turns the decode matvec's fusions (`op_matvec_fused.rs`) on (the
+    /// Turns the decode fusion `rule` ([`RULES`]) on (the default) or
+    /// off; the results are the same bits (tests compare the two).
+    #[doc(hidden)]
+    pub fn set_fusion(&mut self, rule: Rule, on: bool) {
+        self.fuse.off.set(rule, !on);
+        // A kept recording was merged, or not, as the Q/K/V switch was.
+        if rule == Rule::Qkv {
+            self.replay = None;
+        }
+    }
+
+    /// Turns the decode matvec's fusions (`fuse/matvec.rs`) on (the
     /// default) or off; the results are the same bits (tests compare the
     /// two).
     #[doc(hidden)]
     pub fn set_matvec_fusion(&mut self, on: bool) {
-        self.fuse_matvecs = on;
+        self.set_fusion(Rule::Matvec, on);
     }
 
     /// Turns the RoPE and cache-write epilogues of the fused decode matvecs
-    /// (`op_matvec_rope.rs`) on (the default) or off, the other matvec
+    /// (`fuse/matvec_rope.rs`) on (the default) or off, the other matvec
     /// fusions as they are; the same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_rope_epilogue(&mut self, on: bool) {
-        self.rope_epilogue = on;
+        self.set_fusion(Rule::MatvecRope, on);
+        self.set_fusion(Rule::MatvecKv, on);
     }
 
     /// Turns the merge of a layer's fused Q, K and V products into one
-    /// dispatch (`op_matvec_multi.rs`) on (the default) or off; the same
+    /// dispatch (`fuse/qkv.rs`) on (the default) or off; the same
     /// bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_matvec_merge(&mut self, on: bool) {
-        self.merge_matvecs = on;
-        // A kept recording was merged, or not, as the switch was.
-        self.replay = None;
+        self.set_fusion(Rule::Qkv, on);
     }
 
-    /// Turns the one-dispatch feed-forward block (`op_matvec_ffn.rs`) on
+    /// Turns the one-dispatch feed-forward block (`fuse/ffn.rs`) on
     /// (the default) or off, the other matvec fusions as they are; the
     /// same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_ffn_fusion(&mut self, on: bool) {
-        self.fuse_ffn = on;
+        self.set_fusion(Rule::Ffn, on);
     }
 
     /// Turns the decode attention's output-projection epilogue
-    /// (`op_attention_oproj.rs`) on (the default) or off, the other
+    /// (`fuse/oproj.rs`) on (the default) or off, the other
     /// fusions as they are; the same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_oproj_fusion(&mut self, on: bool) {
-        self.fuse_oproj = on;
+        self.set_fusion(Rule::Oproj, on);
     }
 
     /// Turns the subgroup-shuffle twins of the fused decode matvecs
-    /// (`op_matvec_fused.rs`) on (the default, where the device has
+    /// (`fuse/matvec.rs`) on (the default, where the device has
     /// shuffles) or off; the same bits (tests compare the two). Returns
     /// whether they are on.
     #[doc(hidden)]
     pub fn set_matvec_subgroups(&mut self, on: bool) -> bool {
-        self.matvec_subgroups = on && op_matvec_fused::subgroups_supported(self.ctx.limits());
+        self.matvec_subgroups = on && fuse::subgroups_supported(self.ctx.limits());
         self.matvec_subgroups
     }
 
     /// Turns the fusion of a per-head norm with the RoPE, query scale and
-    /// K cache write after it (`op_norm_rope.rs`) on (the default) or off;
+    /// K cache write after it (`fuse/norm_rope.rs`) on (the default) or off;
     /// the same bits (tests compare the two).
     #[doc(hidden)]
     pub fn set_norm_rope(&mut self, on: bool) {
-        self.norm_rope = on;
+        self.set_fusion(Rule::NormRope, on);
     }
 
     /// Turns the prefill products' packed integer dot products
@@ -594,87 +549,6 @@ impl VulkanBackend {
         }
     }
 
-    /// The command recorded last when it is a dispatch (a fusion replaces
-    /// it).
-    pub(super) fn last_dispatch(&self) -> Option<LastDispatch<'_>> {
-        self.dispatch_back(0)
-    }
-
-    /// The latest of the last [`LOOK_BACK`] commands that touches any byte
-    /// of `bind`, when it is a dispatch (a fusion may record it again in
-    /// place where the commands after it touch nothing of the new one:
-    /// [`VulkanBackend::untouched_after`]).
-    pub(super) fn last_touching(&self, bind: &Bind) -> Option<usize> {
-        let from = self.cmds.len().saturating_sub(LOOK_BACK);
-        let i = (from..self.cmds.len())
-            .rev()
-            .find(|&i| touches(&self.cmds[i], std::slice::from_ref(bind)))?;
-        matches!(self.cmds[i], Cmd::Dispatch { .. }).then_some(i)
-    }
-
-    /// The bindings, push bytes and workgroups of command `i`, a dispatch
-    /// (one a fusion found and records again in place).
-    pub(super) fn dispatch_parts(&self, i: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
-        let Cmd::Dispatch {
-            access,
-            push,
-            groups,
-            ..
-        } = &self.cmds[i]
-        else {
-            unreachable!("command {i} is a dispatch");
-        };
-        (
-            access.iter().map(hazard::Access::bind).collect(),
-            push.clone(),
-            *groups,
-        )
-    }
-
-    /// Whether no command after command `i` touches any byte of `binds`.
-    pub(super) fn untouched_after(&self, i: usize, binds: &[Bind]) -> bool {
-        !self.cmds[i + 1..].iter().any(|c| touches(c, binds))
-    }
-
-    /// Records `shader` in place of command `i` (a fusion; the commands
-    /// after it touch nothing of the new one).
-    pub(super) fn replace_dispatch(
-        &mut self,
-        i: usize,
-        shader: &'static Shader,
-        binds: &[Bind],
-        push: Vec<u8>,
-        groups: [u32; 3],
-    ) {
-        let n = self.cmds.len();
-        self.dispatch_bytes(shader, binds, push, groups);
-        if self.cmds.len() > n {
-            let c = self.cmds.pop().expect("recorded above");
-            self.cmds[i] = c;
-        }
-    }
-
-    /// The command recorded `back` commands before the last one, when it
-    /// is a dispatch.
-    pub(super) fn dispatch_back(&self, back: usize) -> Option<LastDispatch<'_>> {
-        let i = self.cmds.len().checked_sub(back + 1)?;
-        match &self.cmds[i] {
-            Cmd::Dispatch {
-                shader,
-                push,
-                groups,
-                access,
-                ..
-            } => Some(LastDispatch {
-                shader: shader.0,
-                push,
-                groups: *groups,
-                access,
-            }),
-            _ => None,
-        }
-    }
-
     /// Records a copy of `size` bytes between device buffers.
     pub fn copy_bytes(&mut self, src: u32, src_offset: u64, dst: u32, dst_offset: u64, size: u64) {
         self.cmds.push(Cmd::Copy {
@@ -701,19 +575,5 @@ impl VulkanBackend {
     /// Validation-layer messages so far (0 without validation).
     pub fn validation_message_count(&self) -> usize {
         self.ctx.validation_message_count()
-    }
-}
-
-/// Whether command `c` touches any byte of `binds` (a dispatch's accesses
-/// read in place: fusions ask this of every command they look back over).
-fn touches(c: &Cmd, binds: &[Bind]) -> bool {
-    let hit = |buf: u32, r: &std::ops::Range<u64>| {
-        binds
-            .iter()
-            .any(|b| b.buf == buf && r.start < b.bytes.end && b.bytes.start < r.end)
-    };
-    match c {
-        Cmd::Dispatch { access, .. } => access.iter().any(|a| hit(a.buf, &a.range)),
-        _ => c.access().iter().any(|a| hit(a.buf, &a.range)),
     }
 }

@@ -24,10 +24,11 @@
 //! commands are then the same at every position, and a recorded step
 //! replays ([`super::replay`]).
 
-use super::op_elementwise::RopePush;
+use super::fuse;
 use super::{Bind, Cmd, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
 use crate::ops::{Act, AttnParams, Kv, KvType};
+use crate::vulkan::push::{AttnPush, CombinePush, KvWritePush};
 use crate::vulkan::{shaders, PushConstants};
 
 /// Workgroup size of `attention.comp` (`WG`).
@@ -217,97 +218,6 @@ pub(super) fn takes_coop(
     }
 }
 
-/// `KvWritePush` of `shaders/common/attention.glsl`: `rows` rows of
-/// `width` elements from `src[src_offset..]` into the cache at the
-/// position in inbox word `pos_at`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KvWritePush {
-    pub rows: u32,
-    pub width: u32,
-    pub src_offset: u32,
-    pub pos_at: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<KvWritePush>() == 16);
-const _: () = {
-    let size = std::mem::size_of::<KvWritePush>();
-    assert!(size == shaders::KV_WRITE_F32.push_constant_size as usize);
-    assert!(size == shaders::KV_WRITE_F16.push_constant_size as usize);
-};
-
-// SAFETY: repr(C), four u32 fields, 16 bytes (asserted above): no padding.
-unsafe impl PushConstants for KvWritePush {}
-
-/// `AttnPush` of `shaders/common/attention.glsl`. `window` 0 means none,
-/// `softcap` 0 means none; offsets count elements.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct AttnPush {
-    pub n_head: u32,
-    /// `n_head / n_kv_head`.
-    pub group: u32,
-    pub head_dim_k: u32,
-    pub head_dim_v: u32,
-    pub k_width: u32,
-    pub v_width: u32,
-    /// Where the first row's position is: word `pos_at` of the inbox.
-    pub pos_at: u32,
-    pub q_offset: u32,
-    pub out_offset: u32,
-    pub window: u32,
-    pub scale: f32,
-    pub softcap: f32,
-    /// Query rows T.
-    pub n_rows: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<AttnPush>() == 52);
-const _: () = {
-    let size = std::mem::size_of::<AttnPush>();
-    assert!(size == shaders::ATTENTION_F32.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_F16.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_F32_ROWS.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_F16_ROWS.push_constant_size as usize);
-    assert!(size + 8 == shaders::ATTENTION_F32_SPLIT.push_constant_size as usize);
-    assert!(size + 8 == shaders::ATTENTION_F16_SPLIT.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_CPU_F32.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_CPU_F16.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_KEYS_CPU_F32.push_constant_size as usize);
-    assert!(size == shaders::ATTENTION_KEYS_CPU_F16.push_constant_size as usize);
-};
-
-// SAFETY: repr(C), thirteen 32-bit fields (u32 / f32), 52 bytes (asserted
-// above): no padding.
-unsafe impl PushConstants for AttnPush {}
-
-/// `Push` of `shaders/attention_combine_rows.comp`: `n_split` runs of
-/// partials for `n_rows` rows of `n_head` heads of `head_dim_v` into the
-/// output from element `out_offset`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CombinePush {
-    pub n_rows: u32,
-    pub n_head: u32,
-    pub head_dim_v: u32,
-    pub n_split: u32,
-    pub out_offset: u32,
-    /// The partials' first word of (m, l).
-    pub ml_at: u32,
-}
-
-const _: () = {
-    let size = std::mem::size_of::<CombinePush>();
-    assert!(size == 24);
-    assert!(size == shaders::ATTENTION_COMBINE_ROWS.push_constant_size as usize);
-    let coop = shaders::ATTENTION_COOP_D64.push_constant_size as usize;
-    assert!(coop == std::mem::size_of::<AttnPush>() + 8);
-    assert!(coop == shaders::ATTENTION_COOP_D128.push_constant_size as usize);
-};
-
-// SAFETY: repr(C), six u32 fields, 24 bytes (asserted above): no padding.
-unsafe impl PushConstants for CombinePush {}
-
 fn u32_of(v: usize, what: &str) -> u32 {
     u32::try_from(v).unwrap_or_else(|_| panic!("attention: {what} {v} exceeds u32"))
 }
@@ -347,10 +257,7 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         buf,
         bytes: cache_bytes(kv, 0, kv.n_ctx * width),
     };
-    if super::op_matvec_rope::kv_into_matvec(b, src, width, dst.clone(), kv.ty, pos_at)
-        || fuse_rope_into_write(b, kv, buf, width, src, pos_at)
-        || super::op_norm_rope::kv_into_norm_rope(b, src, width, dst.clone(), kv.ty, pos_at)
-    {
+    if fuse::kv_write(b, src, width, &dst, kv.ty, pos_at) {
         return;
     }
     let n = src.rows() * width;
@@ -369,61 +276,6 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         &push,
         groups,
     );
-}
-
-/// Records the write of `src` (at the position in inbox word `pos_at`) into
-/// the cache `buf` within the RoPE recorded last, when that RoPE rotated
-/// exactly `src`, all of each head (n_rot = head_dim) in an even number
-/// of pairs: `shaders/rope.comp`'s KV_WRITE variant replaces it. The K
-/// cache write then runs beside the V one instead of after a barrier; the
-/// same bits. Returns whether it did.
-fn fuse_rope_into_write(
-    b: &mut VulkanBackend,
-    kv: &GpuKv,
-    buf: u32,
-    width: usize,
-    src: Act,
-    pos_at: u32,
-) -> bool {
-    let Some(super::LastDispatch {
-        shader,
-        push,
-        access,
-        ..
-    }) = b.last_dispatch()
-    else {
-        return false;
-    };
-    if shader.index != shaders::ROPE.index {
-        return false;
-    }
-    let field = |at: usize| u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"));
-    let head_dim = field(std::mem::offset_of!(RopePush, head_dim));
-    let half_rot = field(std::mem::offset_of!(RopePush, half_rot));
-    let rope_pos_at = field(std::mem::offset_of!(RopePush, pos_at));
-    let x = Bind::act(src);
-    if access[0].buf != x.buf
-        || access[0].range != x.bytes
-        || 2 * half_rot != head_dim
-        || half_rot % 2 != 0
-        || src.width() != width
-    {
-        return false;
-    }
-    let fused = shaders::by_kv::ROPE_KV[kv.ty.index()];
-    // Both positions: the inbox words from the lower to the higher.
-    let steps = Bind::steps(rope_pos_at, pos_at);
-    let dst = Bind {
-        buf,
-        bytes: cache_bytes(kv, 0, kv.n_ctx * width),
-    };
-    let mut bytes = push.to_vec();
-    bytes.extend_from_slice(&pos_at.to_le_bytes());
-    let rows = src.rows() as u64;
-    b.cmds.pop();
-    let groups = b.groups_1d(fused, rows * u64::from(half_rot / 2));
-    b.dispatch_bytes(fused, &[x, steps, dst], bytes, groups);
-    true
 }
 
 #[allow(clippy::too_many_arguments)]

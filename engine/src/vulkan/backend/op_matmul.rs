@@ -27,55 +27,15 @@
 //! chunk's rows are output columns `row0..row0 + rows` (or, for the lookup,
 //! the token ids in that range).
 
-use super::op_quantize::{act_format, quantized};
+use super::fuse;
+use super::op_quantize::{act_format, holds, quantized};
 use super::{Bind, GpuWeight, KernelLayout, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::{weight_index, GgmlType};
 use crate::ops::{Act, Weight};
-use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// `WeightPush` of `shaders/common/weights.glsl`: one chunk of a weight
-/// against activations. Offsets count elements (`x_offset`: u32 words of the
-/// token ids for the lookup).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WeightPush {
-    pub n_in: u32,
-    pub row_bytes: u32,
-    pub rows: u32,
-    pub col0: u32,
-    pub x_offset: u32,
-    pub out_offset: u32,
-    pub n_out: u32,
-    pub n_tok: u32,
-    pub units: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<WeightPush>() == 36);
-const _: () = {
-    use shaders::by_type::{
-        GET_ROWS, MATMUL, MATMUL_CPU, MATMUL_TILED, MATMUL_TILED_K, MATVEC, MATVEC_CPU,
-    };
-    let mut t = 0;
-    while t < MATVEC.len() {
-        let size = std::mem::size_of::<WeightPush>();
-        assert!(size == MATVEC[t].push_constant_size as usize);
-        assert!(size == MATMUL[t].push_constant_size as usize);
-        if let Some(tiled) = MATMUL_TILED[t] {
-            assert!(size == tiled.push_constant_size as usize);
-        }
-        if let Some(tiled) = MATMUL_TILED_K[t] {
-            assert!(size == tiled.push_constant_size as usize);
-        }
-        assert!(size == GET_ROWS[t].push_constant_size as usize);
-        assert!(size == MATVEC_CPU[t].push_constant_size as usize);
-        assert!(size == MATMUL_CPU[t].push_constant_size as usize);
-        t += 1;
-    }
-};
-
-// SAFETY: repr(C), nine u32 fields, 36 bytes (asserted above): no padding.
-unsafe impl PushConstants for WeightPush {}
+use crate::vulkan::push::{u32_of, WeightPush};
+use crate::vulkan::shaders::{define, matvec_rows};
+use crate::vulkan::{shaders, Shader};
 
 /// The shaders of one weight type.
 struct Kernels {
@@ -113,34 +73,9 @@ pub(super) fn supports(ty: GgmlType) -> bool {
     kernels(ty).is_some()
 }
 
-/// Weight rows per workgroup of a `matvec` variant: `ROWS_PER_WG` for the
-/// block types, `NR` (2) of `shaders/matvec.comp` for the float types.
-pub(super) fn matvec_rows(shader: &Shader) -> usize {
-    if shader.defines.iter().any(|(k, _)| *k == "ROWS_PER_WG") {
-        define(shader, "ROWS_PER_WG")
-    } else {
-        2
-    }
-}
-
 /// Weight rows per `matmul` workgroup and tokens per workgroup (`TM`, `TN`
 /// of `shaders/matmul.comp`).
 pub(super) const MATMUL_TILE: (usize, usize) = (32, 32);
-
-/// The value of macro `name` in `shader`'s variant (`ROWS`, `TOKENS` of the
-/// `matmul_cpu.comp` variants in engine/build/variants.rs).
-pub(super) fn define(shader: &Shader, name: &str) -> usize {
-    shader
-        .defines
-        .iter()
-        .find(|(k, _)| *k == name)
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or_else(|| panic!("shader {} has no numeric {name}", shader.name))
-}
-
-pub(super) fn u32_of(v: usize, what: &str) -> u32 {
-    u32::try_from(v).unwrap_or_else(|_| panic!("{what} {v} exceeds u32"))
-}
 
 fn weight_of(b: &VulkanBackend, w: Weight) -> (GpuWeight, Kernels) {
     let gw = b.weight(w).clone();
@@ -254,7 +189,8 @@ pub(super) fn matmul(b: &mut VulkanBackend, w: Weight, x: Act, out: Act) {
     if x.rows() == 0 {
         return;
     }
-    if b.kernel_layout == KernelLayout::Gpu && super::op_matvec_fused::matvec(b, &gw, x, out) {
+    let held = act_format(gw.ty).map(|fmt| holds(b, x, fmt));
+    if b.kernel_layout == KernelLayout::Gpu && fuse::matvec(b, &gw, x, out, held) {
         return;
     }
     // Block types read x in their dot format (x_offset then counts words).

@@ -18,50 +18,14 @@
 //! chunks stacked matrices whole); each chunk's experts `e0..e0 + n_e` run in
 //! one dispatch.
 
-use super::op_matmul::{define, matvec_rows, u32_of, WeightPush, MATMUL_TILE};
+use super::op_matmul::MATMUL_TILE;
 use super::op_quantize::{act_format, quantized};
 use super::{Bind, KernelLayout, VulkanBackend};
 use crate::ggml_type::{weight_index, GgmlType};
 use crate::ops::{Act, Weight};
-use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// `IdPush` of `shaders/common/weights.glsl`: the routing part of a
-/// `MATMUL_ID` push block.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IdPush {
-    pub ids_offset: u32,
-    pub k: u32,
-    pub x_per_slot: u32,
-    pub e0: u32,
-    pub n_e: u32,
-}
-
-/// The push block of the `MATMUL_ID` variants: `{ WeightPush p; IdPush q; }`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WeightIdPush {
-    pub w: WeightPush,
-    pub id: IdPush,
-}
-
-const _: () = assert!(std::mem::size_of::<WeightIdPush>() == 56);
-const _: () = {
-    use shaders::by_type::{MATMUL_CPU_ID, MATMUL_ID, MATVEC_CPU_ID, MATVEC_ID};
-    let mut t = 0;
-    while t < MATVEC_ID.len() {
-        let size = std::mem::size_of::<WeightIdPush>();
-        assert!(size == MATVEC_ID[t].push_constant_size as usize);
-        assert!(size == MATMUL_ID[t].push_constant_size as usize);
-        assert!(size == MATVEC_CPU_ID[t].push_constant_size as usize);
-        assert!(size == MATMUL_CPU_ID[t].push_constant_size as usize);
-        t += 1;
-    }
-};
-
-// SAFETY: repr(C), fourteen u32 fields (two structs of nine and five, each
-// without padding), 56 bytes (asserted above): no padding.
-unsafe impl PushConstants for WeightIdPush {}
+use crate::vulkan::push::{u32_of, IdPush, WeightIdPush, WeightPush};
+use crate::vulkan::shaders::{define, matvec_rows};
+use crate::vulkan::{shaders, Shader};
 
 /// The `MATMUL_ID` kernels of one weight type: `[matvec, matmul,
 /// matvec_cpu, matmul_cpu]`.

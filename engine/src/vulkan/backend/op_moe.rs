@@ -4,67 +4,8 @@
 
 use super::{Bind, VulkanBackend};
 use crate::ops::Act;
-use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// `RowsPush` of `shaders/common/moe.glsl`: `rows` rows of `width` elements
-/// from element `offset`, in place.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RowsPush {
-    pub rows: u32,
-    pub width: u32,
-    pub offset: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<RowsPush>() == 12);
-const _: () =
-    assert!(std::mem::size_of::<RowsPush>() == shaders::SOFTMAX.push_constant_size as usize);
-const _: () =
-    assert!(std::mem::size_of::<RowsPush>() == shaders::NORMALIZE_ROWS.push_constant_size as usize);
-
-// SAFETY: repr(C), three u32 fields, 12 bytes (asserted above): no padding.
-unsafe impl PushConstants for RowsPush {}
-
-/// `TopKPush` of `shaders/common/moe.glsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TopKPush {
-    pub rows: u32,
-    pub n: u32,
-    pub k: u32,
-    pub probs_offset: u32,
-    pub ids_offset: u32,
-    pub weights_offset: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<TopKPush>() == 24);
-const _: () =
-    assert!(std::mem::size_of::<TopKPush>() == shaders::TOP_K.push_constant_size as usize);
-
-// SAFETY: repr(C), six u32 fields, 24 bytes (asserted above): no padding.
-unsafe impl PushConstants for TopKPush {}
-
-/// `GroupsPush` of `shaders/common/moe.glsl`: `x` is `rows` rows of `g`
-/// groups of `n` elements.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GroupsPush {
-    pub rows: u32,
-    pub g: u32,
-    pub n: u32,
-    pub x_offset: u32,
-    pub s_offset: u32,
-    pub out_offset: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<GroupsPush>() == 24);
-const _: () =
-    assert!(std::mem::size_of::<GroupsPush>() == shaders::MUL_GROUPS.push_constant_size as usize);
-const _: () =
-    assert!(std::mem::size_of::<GroupsPush>() == shaders::SUM_GROUPS.push_constant_size as usize);
-
-// SAFETY: repr(C), six u32 fields, 24 bytes (asserted above): no padding.
-unsafe impl PushConstants for GroupsPush {}
+use crate::vulkan::push::{GroupsPush, RowsPush, TopKPush};
+use crate::vulkan::{shaders, Shader};
 
 /// Longest row `top_k` sorts (`MAX_N` of `shaders/top_k.comp`; llama.cpp
 /// allows at most 512 experts).

@@ -16,33 +16,13 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::hazard::Access;
-use super::op_elementwise::{RmsNormPush, FUSED_NORM_PUSH, MAX_FUSED_QUANT_GROUP};
+use super::fuse;
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::GgmlType;
 use crate::ops::Act;
-use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// The push block of `quantize_act.comp`: `n_seg` segments of 32 elements
-/// from element `x_offset` of x, blocks written from word `out_offset`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct QuantizePush {
-    n_seg: u32,
-    x_offset: u32,
-    out_offset: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<QuantizePush>() == 12);
-const _: () = {
-    assert!(shaders::QUANTIZE_Q8_0.push_constant_size == 12);
-    assert!(shaders::QUANTIZE_Q8_1.push_constant_size == 12);
-    assert!(shaders::QUANTIZE_Q8_K.push_constant_size == 12);
-};
-
-// SAFETY: repr(C), three u32 fields, 12 bytes (asserted above): no padding.
-unsafe impl PushConstants for QuantizePush {}
+use crate::vulkan::push::QuantizePush;
+use crate::vulkan::{shaders, Shader};
 
 /// The device format activations take to meet weights of type `w`: `None`
 /// for the float types (their products read f32 activations), else ggml's
@@ -132,129 +112,6 @@ pub(super) struct Quantized {
     pub word0: u32,
 }
 
-/// Records the quantization of `x` into `bind` (from word `word0`) within
-/// the RMS norm recorded last (with or without its residual add), when
-/// that norm wrote exactly `x` with its weight, from elements it does not
-/// overwrite, in groups of whole blocks of `fmt` (Q8_0 or Q8_1) of at most
-/// [`MAX_FUSED_QUANT_GROUP`] elements: the
-/// norm's variant that also writes the quantized blocks
-/// (`shaders/rms_norm.comp`, QUANT) replaces it. One
-/// dispatch and one barrier fewer before every product that follows a
-/// norm; the same bits. Returns whether it did.
-fn fuse_into_norm(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word0: u32) -> bool {
-    let Some(super::LastDispatch {
-        shader,
-        push,
-        groups,
-        access,
-    }) = b.last_dispatch()
-    else {
-        return false;
-    };
-    let with_add = shader.index == shaders::ADD_RMS_NORM_W.index;
-    if !with_add && shader.index != shaders::RMS_NORM_W.index {
-        return false;
-    }
-    let trunc = fault::active("gpu-act-f16-truncate");
-    let fused = match (fmt, with_add) {
-        (GgmlType::Q8_0, false) => fault_variant(&shaders::RMS_NORM_W_Q8_0, trunc),
-        (GgmlType::Q8_1, false) => fault_variant(&shaders::RMS_NORM_W_Q8_1, trunc),
-        (GgmlType::Q8_0, true) => fault_variant(&shaders::ADD_RMS_NORM_W_Q8_0, trunc),
-        (GgmlType::Q8_1, true) => fault_variant(&shaders::ADD_RMS_NORM_W_Q8_1, trunc),
-        _ => return false,
-    };
-    let out = Bind::act(x);
-    let group_at = std::mem::offset_of!(RmsNormPush, group);
-    let group = u32::from_le_bytes(push[group_at..group_at + 4].try_into().expect("four bytes"));
-    let (src, dst) = (&access[0], &access[1]);
-    let in_place =
-        src.buf == dst.buf && src.range.start < dst.range.end && dst.range.start < src.range.end;
-    if dst.buf != out.buf
-        || dst.range != out.bytes
-        || in_place
-        || !group.is_multiple_of(32)
-        || group > MAX_FUSED_QUANT_GROUP
-    {
-        return false;
-    }
-    // Bindings x, out, w, then the quantized blocks (and the addend last).
-    let mut binds: Vec<Bind> = access.iter().map(Access::bind).collect();
-    binds.insert(3, bind.clone());
-    let q_at = std::mem::size_of::<RmsNormPush>();
-    let mut push = push.to_vec();
-    push.resize(FUSED_NORM_PUSH, 0);
-    push[q_at..q_at + 4].copy_from_slice(&word0.to_le_bytes());
-    b.cmds.pop();
-    b.dispatch_bytes(fused, &binds, push, groups);
-    true
-}
-
-/// Records the quantization of `x` into `bind` (from word `word0`) within
-/// the gated unit (SwiGLU, GeGLU) recorded last, when it wrote exactly `x`
-/// (whole blocks of `fmt`, Q8_0 or Q8_1): `shaders/glu_quant.comp`
-/// replaces it. One dispatch and one barrier fewer before every down
-/// projection; the same bits. Returns whether it did.
-fn fuse_into_glu(b: &mut VulkanBackend, x: Act, fmt: GgmlType, bind: &Bind, word0: u32) -> bool {
-    let Some(super::LastDispatch {
-        shader,
-        push,
-        access,
-        ..
-    }) = b.last_dispatch()
-    else {
-        return false;
-    };
-    if !super::op_elementwise::is_glu(shader, push) {
-        return false;
-    }
-    let trunc = fault::active("gpu-act-f16-truncate");
-    let fused = match fmt {
-        GgmlType::Q8_0 => fault_variant(&shaders::GLU_Q8_0, trunc),
-        GgmlType::Q8_1 => fault_variant(&shaders::GLU_Q8_1, trunc),
-        _ => return false,
-    };
-    let out = Bind::act(x);
-    if access[2].buf != out.buf || access[2].range != out.bytes || !x.len().is_multiple_of(32) {
-        return false;
-    }
-    let binds: Vec<Bind> = access
-        .iter()
-        .map(Access::bind)
-        .chain([bind.clone()])
-        .collect();
-    let mut push = push.to_vec();
-    push.extend_from_slice(&word0.to_le_bytes());
-    b.cmds.pop();
-    // Eight invocations per block of 32, four results each.
-    let groups = b.groups_1d(fused, x.len() as u64 / 4);
-    b.dispatch_bytes(fused, &binds, push, groups);
-    true
-}
-
-/// The fused kernel `s`, or its variant whose f16 scale is truncated (fault
-/// `gpu-act-f16-truncate`).
-#[cfg(feature = "fault-injection")]
-fn fault_variant(s: &'static Shader, trunc: bool) -> &'static Shader {
-    match (trunc, s.index) {
-        (true, i) if i == shaders::RMS_NORM_W_Q8_0.index => &shaders::RMS_NORM_W_Q8_0_F16TRUNC,
-        (true, i) if i == shaders::RMS_NORM_W_Q8_1.index => &shaders::RMS_NORM_W_Q8_1_F16TRUNC,
-        (true, i) if i == shaders::ADD_RMS_NORM_W_Q8_0.index => {
-            &shaders::ADD_RMS_NORM_W_Q8_0_F16TRUNC
-        }
-        (true, i) if i == shaders::ADD_RMS_NORM_W_Q8_1.index => {
-            &shaders::ADD_RMS_NORM_W_Q8_1_F16TRUNC
-        }
-        (true, i) if i == shaders::GLU_Q8_0.index => &shaders::GLU_Q8_0_F16TRUNC,
-        (true, i) if i == shaders::GLU_Q8_1.index => &shaders::GLU_Q8_1_F16TRUNC,
-        _ => s,
-    }
-}
-
-#[cfg(not(feature = "fault-injection"))]
-fn fault_variant(s: &'static Shader, _trunc: bool) -> &'static Shader {
-    s
-}
-
 /// Whether `x`'s twin holds it in `fmt`, quantized in this submission with
 /// no write to `x` recorded since.
 pub(super) fn holds(b: &VulkanBackend, x: Act, fmt: GgmlType) -> bool {
@@ -320,7 +177,7 @@ pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<
     if holds(b, x, fmt) {
         return Some(Quantized { bind, word0 });
     }
-    if !fuse_into_norm(b, x, fmt, &bind, word0) && !fuse_into_glu(b, x, fmt, &bind, word0) {
+    if !fuse::quantize(b, x, fmt, &bind, word0) {
         let sh = shader(fmt);
         let push = QuantizePush {
             n_seg: u32::try_from(elems.len() / 32).expect("activations fit u32"),

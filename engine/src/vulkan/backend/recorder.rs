@@ -116,7 +116,7 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
     let keep = wait && b.replay_enabled;
     // What is recorded: the list with its Q/K/V runs merged (the key keeps
     // the list as the ops recorded it, so a replayed step merges nothing).
-    let merged = super::op_matvec_multi::merged(b, &key.cmds);
+    let merged = super::fuse::merged(b, &key.cmds);
     let cmds: &[Cmd] = merged.as_deref().unwrap_or(&key.cmds);
 
     let mut tracker = HazardTracker::default();
@@ -234,7 +234,7 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
 /// `missing-barrier` drops the barrier between them).
 fn add_then_norm(prev: Option<&Cmd>, cmd: &Cmd) -> bool {
     let is = |c: Option<&Cmd>, names: &[&str]| matches!(c, Some(Cmd::Dispatch { shader, .. }) if names.contains(&shader.name));
-    matches!(prev, Some(Cmd::Dispatch { shader, push, .. }) if super::op_elementwise::is_add(shader, push))
+    matches!(prev, Some(Cmd::Dispatch { shader, push, .. }) if crate::vulkan::push::is_add(shader, push))
         && is(
             Some(cmd),
             &[

@@ -16,44 +16,13 @@
 //! the input before it counts itself done, and only the last one writes the
 //! residual.
 
-use super::hazard::Access;
-use super::op_matmul::WeightPush;
-use super::op_matvec_fused::{
-    allowed, kind_of, overlaps, post_counter, read_u32, FusedPush, Kind, MatvecFusedPush,
-    PUSH_BYTES,
-};
+use super::super::hazard::Access;
+use super::matvec::{kind_of, Kind};
+use super::{allowed, overlaps, partials, post_counter, read_u32, Rule};
 use super::{Bind, VulkanBackend};
 use crate::fault;
+use crate::vulkan::push::{FfnPush, FusedPush, MatvecFusedPush, WeightPush};
 use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// `FfnPush` of `shaders/ffn_decode.comp`: the down projection's weight
-/// row bytes and rows, the element offsets of its output and of the
-/// residual.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct FfnPush {
-    down_row_bytes: u32,
-    down_rows: u32,
-    down_out_offset: u32,
-    res_offset: u32,
-}
-
-// SAFETY: repr(C), four 32-bit scalar fields: no padding.
-unsafe impl PushConstants for FfnPush {}
-
-const FFN_BYTES: usize = std::mem::size_of::<FfnPush>();
-const _: () = assert!(FFN_BYTES == 16);
-const _: () = {
-    let all = shaders::by_type::FFN_DECODE;
-    let mut t = 0;
-    while t < all.len() {
-        if let Some(s) = all[t] {
-            assert!(s.push_constant_size as usize == PUSH_BYTES + FFN_BYTES);
-            assert!(s.bindings.len() == 12);
-        }
-        t += 1;
-    }
-};
 
 /// Unit elements per workgroup (`UB` of the shader: one activation block).
 const UNIT_BLOCK: u32 = 32;
@@ -68,8 +37,8 @@ fn variant(t: usize) -> Option<&'static Shader> {
 /// when they are a feed-forward block of one type (see the module docs).
 /// Called right after the add fused into the down projection. Returns
 /// whether it did.
-pub(super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
-    if !allowed(b) || !b.fuse_ffn {
+pub(in super::super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
+    if !allowed(b, Rule::Ffn) {
         return false;
     }
     let (Some(glu), Some(down)) = (b.dispatch_back(1), b.last_dispatch()) else {
@@ -140,7 +109,7 @@ pub(super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
         // The up weight bound where the gate's goes.
         binds_head[0] = gb[5].clone();
     }
-    b.cmds.truncate(b.cmds.len() - 2);
+    b.drop_last(2);
     // After the two are taken off: making a buffer may record its fill.
     let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
         return true; // the backend's error is set
@@ -150,29 +119,4 @@ pub(super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
     let groups = b.groups_1d(shader, groups_n * u64::from(shader.local_size[0]));
     b.dispatch_bytes(shader, &binds, push, groups);
     true
-}
-
-/// Block terms: `bytes` of the backend's partials buffer, which this
-/// block and the attention's output projection (`op_attention_oproj.rs`)
-/// share (made, or made larger, when one needs more; never filled: every
-/// term is written before it is read).
-pub(super) fn partials(b: &mut VulkanBackend, bytes: u64) -> Option<Bind> {
-    let slot = match b.ffn_partials {
-        Some((slot, have)) if have >= bytes => slot,
-        _ => match b.new_buffer("feed-forward partials", bytes, false, false) {
-            Ok(slot) => {
-                b.ffn_partials = Some((slot, bytes));
-                slot
-            }
-            Err(e) => {
-                let e = b.vk_err("feed-forward partials", bytes, e);
-                b.fail(e);
-                return None;
-            }
-        },
-    };
-    Some(Bind {
-        buf: slot,
-        bytes: 0..bytes,
-    })
 }

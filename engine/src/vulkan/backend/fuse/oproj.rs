@@ -10,65 +10,19 @@
 //!
 //! Each head's writer (with split-K, the head's last run) writes its
 //! blocks' terms of every projected row to the partials buffer it shares
-//! with `op_matvec_ffn.rs`; the head that finishes last sums them (the
+//! with `ffn.rs`; the head that finishes last sums them (the
 //! shader's docs). Not while fault `gpu-softmax-unshifted` is injected
 //! (it swaps the attention kernel, which then runs as before). Fault
 //! `gpu-oproj-residual`: the add goes into the projection's output
 //! instead of the residual.
 
-use super::hazard::Access;
-use super::op_attention::AttnPush;
-use super::op_matmul::WeightPush;
-use super::op_matvec_ffn::partials;
-use super::op_matvec_fused::{
-    allowed, kind_of, overlaps, post_counter, read_u32, FusedPush, Kind, MatvecFusedPush,
-};
+use super::super::hazard::Access;
+use super::matvec::{kind_of, Kind};
+use super::{allowed, overlaps, partials, post_counter, read_u32, Rule};
 use super::{Bind, VulkanBackend};
 use crate::fault;
+use crate::vulkan::push::{AttnPush, FusedPush, MatvecFusedPush, OprojPush, WeightPush};
 use crate::vulkan::{shaders, PushConstants, Shader};
-
-/// `OprojPush` of `shaders/attention.comp`: the projection's weight row
-/// bytes and rows, the element offsets of its output and of the residual.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct OprojPush {
-    row_bytes: u32,
-    rows: u32,
-    out_offset: u32,
-    res_offset: u32,
-}
-
-// SAFETY: repr(C), four 32-bit scalar fields: no padding.
-unsafe impl PushConstants for OprojPush {}
-
-const ATTN_BYTES: usize = std::mem::size_of::<AttnPush>();
-/// The split-K variants' two words after `AttnPush`.
-const SPLIT_BYTES: usize = 8;
-const OPROJ_BYTES: usize = std::mem::size_of::<OprojPush>();
-const _: () = assert!(OPROJ_BYTES == 16);
-const _: () = {
-    use shaders::by_type as t;
-    let all = [
-        (t::ATTENTION_F32_OPROJ, false),
-        (t::ATTENTION_F16_OPROJ, false),
-        (t::ATTENTION_F32_SPLIT_OPROJ, true),
-        (t::ATTENTION_F16_SPLIT_OPROJ, true),
-    ];
-    let mut i = 0;
-    while i < all.len() {
-        let (family, split) = all[i];
-        let mut t = 0;
-        while t < family.len() {
-            if let Some(s) = family[t] {
-                let split_bytes = if split { SPLIT_BYTES } else { 0 };
-                assert!(s.push_constant_size as usize == ATTN_BYTES + split_bytes + OPROJ_BYTES);
-                assert!(s.bindings.len() == if split { 11 } else { 10 });
-            }
-            t += 1;
-        }
-        i += 1;
-    }
-};
 
 /// The epilogue variant of attention shader `s` for weight-type index
 /// `t`, and whether it is split-K; `None` for other shaders and types.
@@ -98,8 +52,8 @@ fn variant(s: &Shader, t: usize) -> Option<(&'static Shader, bool)> {
 /// recorded right after it as one dispatch, when they are a decode
 /// step's (see the module docs). Called right after the add fused into
 /// the projection. Returns whether it did.
-pub(super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
-    if !allowed(b) || !b.fuse_oproj {
+pub(in super::super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
+    if !allowed(b, Rule::Oproj) {
         return false;
     }
     let (Some(att), Some(mv)) = (b.dispatch_back(1), b.last_dispatch()) else {
@@ -169,7 +123,7 @@ pub(super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
     };
     push.extend_from_slice(oproj.as_bytes());
     let groups = att.groups;
-    b.cmds.truncate(b.cmds.len() - 2);
+    b.drop_last(2);
     // After the two are taken off: making a buffer may record its fill.
     let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
         return true; // the backend's error is set
@@ -177,4 +131,21 @@ pub(super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
     binds.extend([part, cnt]);
     b.dispatch_bytes(shader, &binds, push, groups);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epilogue_variants_are_those_of_the_decode_attention_kernels() {
+        let (plain, split) = (&shaders::ATTENTION_F32, &shaders::ATTENTION_F16_SPLIT);
+        let t = (0..shaders::by_type::ATTENTION_F32_OPROJ.len())
+            .find(|&t| variant(plain, t).is_some())
+            .expect("a type with the epilogue");
+        assert!(!variant(plain, t).unwrap().1);
+        assert!(variant(split, t).unwrap().1);
+        assert!(variant(&shaders::ATTENTION_F32_ROWS, t).is_none());
+        assert!(variant(&shaders::RMS_NORM_W, t).is_none());
+    }
 }

@@ -5,7 +5,7 @@
 //! (2i, 2i + 1), rotated as `rope.comp` rotates NORM pairs and, when asked,
 //! also into the cache as `kv_write.comp` writes it.
 //!
-//! Like the fusions of `op_matvec_fused.rs`, each is a peephole on what
+//! Like the fusions of `matvec.rs`, each is a peephole on what
 //! was recorded: `rope(x)` finds the normed matvec (`Norm` / `NormOut`)
 //! that wrote exactly `x` among the last commands, with nothing recorded
 //! after it touching `x`, and records it again as its `EPI_ROPE` variant;
@@ -19,64 +19,21 @@
 //! The same bits as the unfused ops (tests:
 //! `engine/tests/vulkan_matvec_fused.rs`).
 
-use super::cmd::Cmd;
-use super::op_elementwise::RopePush;
-use super::op_matmul::{matvec_rows, WeightPush};
-use super::op_matvec_fused::{allowed, kind_of, overlaps, variants, Kind, MatvecFusedPush};
+use super::super::cmd::Cmd;
+use super::matvec::{kind_of, variants, Kind};
+use super::{allowed, overlaps, Rule};
 use super::{Bind, VulkanBackend};
 use crate::ops::{Act, KvType};
-use crate::vulkan::shaders;
-
-/// `RopeEpi` of `shaders/matvec.comp`: whether to rotate, the head dim,
-/// the inbox word of the position, the CPU's theta_scale and freq_scale;
-/// the cache write (0 none, 1 f32, 2 f16), the inbox word of its position,
-/// the cache's row width.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct RopeEpi {
-    pub(super) rope: u32,
-    pub(super) head_dim: u32,
-    pub(super) pos_at: u32,
-    pub(super) theta_scale: f32,
-    pub(super) freq_scale: f32,
-    pub(super) kv: u32,
-    pub(super) kv_pos_at: u32,
-    pub(super) kv_width: u32,
-}
-
-const FUSED_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
-const EPI_BYTES: usize = std::mem::size_of::<RopeEpi>();
-const _: () = assert!(EPI_BYTES == 32);
-const _: () = {
-    use shaders::by_type::{
-        MATVEC_NORM_OUT_ROPE, MATVEC_NORM_OUT_ROPE_SG, MATVEC_NORM_ROPE, MATVEC_NORM_ROPE_SG,
-    };
-    let mut t = 0;
-    while t < MATVEC_NORM_ROPE.len() {
-        let all = [
-            MATVEC_NORM_ROPE[t],
-            MATVEC_NORM_OUT_ROPE[t],
-            MATVEC_NORM_ROPE_SG[t],
-            MATVEC_NORM_OUT_ROPE_SG[t],
-        ];
-        let mut i = 0;
-        while i < all.len() {
-            if let Some(s) = all[i] {
-                assert!(s.push_constant_size as usize == FUSED_BYTES + EPI_BYTES);
-            }
-            i += 1;
-        }
-        t += 1;
-    }
-};
+use crate::vulkan::push::{MatvecFusedPush, RopeEpi, RopePush, WeightPush, PUSH_BYTES};
+use crate::vulkan::shaders::matvec_rows;
 
 /// The recorded normed matvec of a kind in `kinds` whose output binding is
 /// exactly `x`, the latest command to touch `x`
-/// ([`VulkanBackend::last_touching`]: Q is three back when its RoPE is
+/// (`Window::last_touching`: Q is three back when its RoPE is
 /// recorded, after K and V): its index in `b.cmds`, kind and weight-type
 /// index.
 fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind, usize)> {
-    let j = b.last_touching(x)?;
+    let j = b.window().last_touching(x)?;
     let Cmd::Dispatch { shader, access, .. } = &b.cmds[j] else {
         return None;
     };
@@ -88,7 +45,7 @@ fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind
 /// Whether a normed matvec's rows pair up within its workgroups: one
 /// chunk of all the rows (col0 0), an even number of them, even rows per
 /// workgroup.
-pub(super) fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
+pub(in super::super) fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
     let field = |at: usize| u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"));
     let w = std::mem::offset_of!(MatvecFusedPush, w);
     let rows = field(w + std::mem::offset_of!(WeightPush, rows));
@@ -99,10 +56,9 @@ pub(super) fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
 
 /// Records the RoPE `p` of `x` (one row) as the epilogue of the normed
 /// matvec that wrote it, when it applies. Returns whether it did.
-pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
+pub(in super::super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
     let head_dim = p.head_dim as usize;
-    if !allowed(b)
-        || !b.rope_epilogue
+    if !allowed(b, Rule::MatvecRope)
         || x.rows() != 1
         || p.neox != 0
         || 2 * p.half_rot != p.head_dim
@@ -146,7 +102,7 @@ pub(super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> b
 /// (`[n_ctx, width]` of `ty`) at the position in inbox word `pos_at` as the
 /// epilogue of the normed matvec that wrote `src` (rotated by
 /// [`rope_into_matvec`] or not), when it applies. Returns whether it did.
-pub(super) fn kv_into_matvec(
+pub(in super::super) fn kv_into_matvec(
     b: &mut VulkanBackend,
     src: Act,
     width: usize,
@@ -154,8 +110,7 @@ pub(super) fn kv_into_matvec(
     ty: KvType,
     pos_at: u32,
 ) -> bool {
-    if !allowed(b)
-        || !b.rope_epilogue
+    if !allowed(b, Rule::MatvecKv)
         || src.rows() != 1
         || src.width() != width
         || !width.is_multiple_of(2)
@@ -170,14 +125,14 @@ pub(super) fn kv_into_matvec(
     let Some((j, kind, t)) = writer_of(b, &xb, &kinds) else {
         return false;
     };
-    if overlaps(&dst, &xb) || !b.untouched_after(j, std::slice::from_ref(&dst)) {
+    if overlaps(&dst, &xb) || !b.window().untouched_after(j, std::slice::from_ref(&dst)) {
         return false;
     }
     let (mut binds, mut push, groups) = b.dispatch_parts(j);
     let (rope_kind, mut epi) = match kind {
         Kind::NormRope | Kind::NormOutRope => {
             let epi = read_epi(&push);
-            push.truncate(FUSED_BYTES);
+            push.truncate(PUSH_BYTES);
             binds.truncate(binds.len() - 2);
             (kind, epi)
         }
@@ -215,9 +170,9 @@ fn push_epi(push: &mut Vec<u8>, e: &RopeEpi) {
     }
 }
 
-pub(super) fn read_epi(push: &[u8]) -> RopeEpi {
+pub(in super::super) fn read_epi(push: &[u8]) -> RopeEpi {
     let u = |i: usize| {
-        let at = FUSED_BYTES + 4 * i;
+        let at = PUSH_BYTES + 4 * i;
         u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))
     };
     RopeEpi {
@@ -229,5 +184,50 @@ pub(super) fn read_epi(push: &[u8]) -> RopeEpi {
         kv: u(5),
         kv_pos_at: u(6),
         kv_width: u(7),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vulkan::PushConstants;
+
+    fn push(rows: u32, n_out: u32, col0: u32) -> Vec<u8> {
+        let p = MatvecFusedPush {
+            w: WeightPush {
+                rows,
+                n_out,
+                col0,
+                ..WeightPush::default()
+            },
+            ..MatvecFusedPush::default()
+        };
+        p.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn rope_epilogues_need_rows_that_pair_within_workgroups() {
+        assert!(pairs_whole(&push(64, 64, 0), 4));
+        assert!(!pairs_whole(&push(64, 64, 0), 3), "odd rows a workgroup");
+        assert!(!pairs_whole(&push(63, 63, 0), 4), "odd rows");
+        assert!(!pairs_whole(&push(32, 64, 32), 4), "a chunk of the rows");
+    }
+
+    #[test]
+    fn the_epilogue_words_read_back() {
+        let e = RopeEpi {
+            rope: 1,
+            head_dim: 64,
+            pos_at: 3,
+            theta_scale: 0.5,
+            freq_scale: 1.0,
+            kv: 2,
+            kv_pos_at: 4,
+            kv_width: 128,
+        };
+        let mut p = push(64, 64, 0);
+        push_epi(&mut p, &e);
+        assert_eq!(p.len(), PUSH_BYTES + 32);
+        assert_eq!(read_epi(&p), e);
     }
 }

@@ -2,8 +2,8 @@
 //! `MULTI` variants (`by_type::MATVEC_NORM_MULTI`).
 //!
 //! The decode step records Q, K and V as three fused matvecs of one normed
-//! row (`op_matvec_fused.rs`), each with its RoPE and cache-write epilogue
-//! where one applies (`op_matvec_rope.rs`), one after another with nothing
+//! row (`matvec.rs`), each with its RoPE and cache-write epilogue
+//! where one applies (`matvec_rope.rs`), one after another with nothing
 //! between them. When a submission is recorded into a command buffer
 //! ([`merged`], called by the recorder), every run of two or three such
 //! dispatches that read the same norm of the same row, have one weight type
@@ -19,66 +19,19 @@
 //! RoPE and cache-write fusions find Q, K and V by the commands that wrote
 //! them, after all three are recorded.
 
-use super::cmd::Cmd;
-use super::hazard::Access;
-use super::op_matmul::{matvec_rows, WeightPush};
-use super::op_matvec_fused::{
-    allowed, kind_of, overlaps, read_u32, variants, Kind, MatvecFusedPush, PUSH_BYTES,
-};
-use super::op_matvec_rope::{pairs_whole, read_epi, RopeEpi};
-use super::{Bind, VulkanBackend, INBOX};
+use super::super::cmd::Cmd;
+use super::super::hazard::Access;
+use super::super::INBOX;
+use super::matvec::{kind_of, variants, Kind};
+use super::matvec_rope::{pairs_whole, read_epi};
+use super::{allowed, overlaps, read_u32, Rule};
+use super::{Bind, VulkanBackend};
 use crate::fault;
-use crate::vulkan::shaders;
-
-/// The most products one dispatch takes (the shader's segments).
-const SEGMENTS: usize = 3;
-
-/// `MultiEpi` of `shaders/matvec.comp`: the rope's head dim, theta_scale
-/// and freq_scale; per segment its rows, output element offset, flags
-/// ([`ROTATE`], the cache write shifted by [`KV_SHIFT`], [`WRITE_NORM`])
-/// with the cache row width shifted by [`WIDTH_SHIFT`], and the inbox
-/// words of its rope's position (low 16 bits) and its cache write's (high
-/// 16 bits).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct MultiEpi {
-    head_dim: u32,
-    theta_scale: f32,
-    freq_scale: f32,
-    seg: [[u32; 4]; SEGMENTS],
-}
-
-const ROTATE: u32 = 1;
-const KV_SHIFT: u32 = 1;
-/// Segment 0 only: the dispatch's first workgroup writes the norm.
-const WRITE_NORM: u32 = 8;
-const WIDTH_SHIFT: u32 = 8;
-/// The widest cache row and the last inbox word the packing holds.
-const MAX_WIDTH: u32 = u32::MAX >> WIDTH_SHIFT;
-const MAX_WORD: u32 = 0xffff;
-
-const EPI_BYTES: usize = std::mem::size_of::<MultiEpi>();
-const _: () = assert!(EPI_BYTES == 60);
-// The whole block fits the 128 bytes every device offers.
-const _: () = assert!(PUSH_BYTES + EPI_BYTES <= 128);
-const _: () = {
-    let both = [
-        shaders::by_type::MATVEC_NORM_MULTI,
-        shaders::by_type::MATVEC_NORM_MULTI_SG,
-    ];
-    let mut i = 0;
-    while i < both.len() {
-        let mut t = 0;
-        while t < both[i].len() {
-            if let Some(s) = both[i][t] {
-                assert!(s.push_constant_size as usize == PUSH_BYTES + EPI_BYTES);
-                assert!(s.bindings.len() == 13);
-            }
-            t += 1;
-        }
-        i += 1;
-    }
+use crate::vulkan::push::{
+    MatvecFusedPush, MultiEpi, RopeEpi, WeightPush, KV_SHIFT, MAX_WIDTH, MAX_WORD, PUSH_BYTES,
+    ROTATE, SEGMENTS, WIDTH_SHIFT, WRITE_NORM,
 };
+use crate::vulkan::shaders::matvec_rows;
 
 /// One product of a run, as its own dispatch recorded it.
 struct Product {
@@ -306,8 +259,8 @@ fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
 
 /// `cmds` with every run merged (see the module docs), or `None` where
 /// there is none or the merge is off (or the fusions may not run).
-pub(super) fn merged(b: &mut VulkanBackend, cmds: &[Cmd]) -> Option<Vec<Cmd>> {
-    if !allowed(b) || !b.merge_matvecs {
+pub(in super::super) fn merged(b: &mut VulkanBackend, cmds: &[Cmd]) -> Option<Vec<Cmd>> {
+    if !allowed(b, Rule::Qkv) {
         return None;
     }
     // (first command, its run) for every run of more than one.
@@ -338,4 +291,72 @@ pub(super) fn merged(b: &mut VulkanBackend, cmds: &[Cmd]) -> Option<Vec<Cmd>> {
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{bind, dispatch};
+    use super::*;
+    use crate::ggml_type::{weight_index, GgmlType};
+    use crate::vulkan::push::FusedPush;
+    use crate::vulkan::PushConstants;
+
+    /// A normed product of 64 rows of weight `w` into `out`, the row
+    /// normed from slot 3 with the weight at slot 4 (`write`: the first
+    /// product of that norm, writing it to slot 5).
+    fn product(ty: GgmlType, w: u32, out: &Bind, write: bool) -> Cmd {
+        let t = weight_index(ty).unwrap();
+        let kind = if write { Kind::NormOut } else { Kind::Norm };
+        let shader = super::super::matvec::family_for_tests(kind)[t].unwrap();
+        let push = MatvecFusedPush {
+            w: WeightPush {
+                n_in: 64,
+                rows: 64,
+                n_out: 64,
+                n_tok: 1,
+                ..WeightPush::default()
+            },
+            f: FusedPush {
+                eps: 1e-5,
+                ..FusedPush::default()
+            },
+        };
+        let mut binds = vec![
+            bind(w, 0, 4096),
+            bind(3, 0, 256),
+            out.clone(),
+            bind(4, 0, 256),
+        ];
+        if write {
+            binds.push(bind(5, 0, 256));
+        }
+        dispatch(shader, &binds, push.as_bytes())
+    }
+
+    #[test]
+    fn qkv_runs_the_products_of_one_norm_of_one_type() {
+        let ty = GgmlType::Q4_1;
+        let (q, k, v) = (bind(10, 0, 256), bind(11, 0, 256), bind(12, 0, 256));
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(ty, 21, &k, false),
+            product(ty, 22, &v, false),
+        ];
+        assert_eq!(run_at(&cmds, 0).len(), 3);
+        // The norm's first product does not join a run; a product of
+        // another type, or one that reads what another writes, ends it.
+        assert_eq!(run_at(&cmds, 1).len(), 2);
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(GgmlType::Q8_0, 21, &k, false),
+        ];
+        assert_eq!(run_at(&cmds, 0).len(), 1);
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(ty, 21, &bind(3, 0, 256), false),
+        ];
+        assert_eq!(run_at(&cmds, 0).len(), 1);
+        let cmds = [product(ty, 20, &q, true)];
+        assert!(run_at(&cmds, 0).len() == 1 && Product::of(&cmds[0]).is_some());
+    }
 }

@@ -22,77 +22,17 @@
 //! injected: both act on the unfused kernels (the add before a norm, the
 //! standalone quantizers), which then run as before.
 
-use super::hazard::Access;
-use super::op_elementwise::RmsNormPush;
-use super::op_matmul::{matvec_rows, u32_of, WeightPush};
-use super::op_quantize::{act_format, holds};
-use super::{Bind, GpuWeight, VulkanBackend};
+use super::super::hazard::Access;
+use super::super::GpuWeight;
+use super::window::Window;
+use super::{allowed, overlaps, post_counter, read_u32, Fused, Rule};
+use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::weight_index;
 use crate::ops::{Act, GluKind};
-use crate::vulkan::{shaders, DeviceLimits, PushConstants, Shader};
-
-/// `FusedPush` of `shaders/matvec.comp`: element offsets of the f32 input
-/// (binding 1), of the norm weight or the gated unit's second input
-/// (binding 3), of the prologue's f32 output and of the residual; the
-/// norm's eps; the gated unit (0: SwiGLU, 1: GeGLU).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct FusedPush {
-    pub(super) src_offset: u32,
-    pub(super) aux_offset: u32,
-    pub(super) pro_out_offset: u32,
-    pub(super) res_offset: u32,
-    pub(super) eps: f32,
-    pub(super) op: u32,
-}
-
-/// The push block of the fused variants.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct MatvecFusedPush {
-    pub(super) w: WeightPush,
-    pub(super) f: FusedPush,
-}
-
-pub(super) const PUSH_BYTES: usize = std::mem::size_of::<MatvecFusedPush>();
-const _: () = assert!(PUSH_BYTES == 60);
-const _: () = {
-    use shaders::by_type::{
-        MATVEC_NORM, MATVEC_NORM_OUT, MATVEC_NORM_OUT_GLU, MATVEC_NORM_OUT_GLU_SG,
-        MATVEC_NORM_OUT_SG, MATVEC_NORM_SG, MATVEC_Q, MATVEC_Q_ADD, MATVEC_Q_ADD_SG, MATVEC_Q_POST,
-        MATVEC_Q_POST_SG, MATVEC_Q_SG,
-    };
-    let mut t = 0;
-    while t < MATVEC_Q.len() {
-        let all = [
-            MATVEC_Q[t],
-            MATVEC_Q_ADD[t],
-            MATVEC_Q_POST[t],
-            MATVEC_NORM[t],
-            MATVEC_NORM_OUT[t],
-            MATVEC_NORM_OUT_GLU[t],
-            MATVEC_Q_SG[t],
-            MATVEC_Q_ADD_SG[t],
-            MATVEC_Q_POST_SG[t],
-            MATVEC_NORM_SG[t],
-            MATVEC_NORM_OUT_SG[t],
-            MATVEC_NORM_OUT_GLU_SG[t],
-        ];
-        let mut i = 0;
-        while i < all.len() {
-            if let Some(s) = all[i] {
-                assert!(s.push_constant_size as usize == PUSH_BYTES);
-            }
-            i += 1;
-        }
-        t += 1;
-    }
-};
-
-// SAFETY: repr(C), fifteen 32-bit scalar fields, 60 bytes (asserted above):
-// no padding.
-unsafe impl PushConstants for MatvecFusedPush {}
+use crate::vulkan::push::{u32_of, FusedPush, MatvecFusedPush, RmsNormPush, WeightPush};
+use crate::vulkan::shaders::matvec_rows;
+use crate::vulkan::{shaders, DeviceLimits, Shader};
 
 /// The most elements of the activation row the prologues hold in shared
 /// memory (`MAX_K` of `shaders/matvec.comp`).
@@ -105,7 +45,7 @@ const MAX_FUSED_WORKGROUPS: usize = 1024;
 
 /// The variant families, as `by_type` arrays.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Kind {
+pub(in super::super) enum Kind {
     Quant,
     QuantAdd,
     /// `Quant` with the post-norm and residual add after it
@@ -115,11 +55,11 @@ pub(super) enum Kind {
     NormOut,
     NormOutGlu,
     /// `Norm` and `NormOut` with the RoPE / KV-write epilogue
-    /// (`op_matvec_rope.rs`).
+    /// (`matvec_rope.rs`).
     NormRope,
     NormOutRope,
     /// Up to three products of one normed row in one dispatch, each with
-    /// its `NormRope` epilogue (`op_matvec_multi.rs`).
+    /// its `NormRope` epilogue (`qkv.rs`).
     Multi,
 }
 
@@ -163,20 +103,29 @@ fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
     }
 }
 
+/// A family's plain variants (tests).
+#[cfg(test)]
+pub(super) fn family_for_tests(kind: Kind) -> &'static [Option<&'static Shader>] {
+    family(kind, false)
+}
+
 /// The variants of a family that `b` dispatches.
-pub(super) fn variants(b: &VulkanBackend, kind: Kind) -> &'static [Option<&'static Shader>] {
+pub(in super::super) fn variants(
+    b: &VulkanBackend,
+    kind: Kind,
+) -> &'static [Option<&'static Shader>] {
     family(kind, b.matvec_subgroups)
 }
 
 /// Whether a device can run the `_sg` twins: subgroup shuffles in compute
 /// shaders (the shaders themselves fall back to the shared-memory trees
 /// where a workgroup is not whole subgroups of at least 8).
-pub(super) fn subgroups_supported(limits: &DeviceLimits) -> bool {
+pub(in super::super) fn subgroups_supported(limits: &DeviceLimits) -> bool {
     limits.subgroup_shuffle && limits.subgroup_size >= 8
 }
 
 /// The family and weight-type index of a fused variant (either twin).
-pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
+pub(in super::super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
     Kind::ALL.into_iter().find_map(|k| {
         [false, true].into_iter().find_map(|sg| {
             family(k, sg)
@@ -191,7 +140,7 @@ pub(super) fn kind_of(shader: &Shader) -> Option<(Kind, usize)> {
 /// of the same normed row (K and V after Q, up after gate): valid while
 /// that matvec is the last recorded command.
 #[derive(Clone, Debug)]
-pub(super) struct NormPrologue {
+pub(in super::super) struct NormPrologue {
     /// The norm's output (the products' input), its input, its weight.
     out: Bind,
     src: Bind,
@@ -200,19 +149,6 @@ pub(super) struct NormPrologue {
     eps: f32,
     /// (submission, command count) right after the matvec was recorded.
     at: (usize, usize),
-}
-
-/// Whether the fusions may run now (see the module docs on faults).
-pub(super) fn allowed(b: &VulkanBackend) -> bool {
-    b.fuse_matvecs && !fault::active("missing-barrier") && !fault::active("gpu-act-f16-truncate")
-}
-
-pub(super) fn overlaps(a: &Bind, b: &Bind) -> bool {
-    a.buf == b.buf && a.bytes.start < b.bytes.end && b.bytes.start < a.bytes.end
-}
-
-pub(super) fn read_u32(push: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(push[at..at + 4].try_into().expect("four bytes"))
 }
 
 /// What the matvec's prologue computes its row from.
@@ -233,25 +169,33 @@ enum Source {
 /// Records `out = W x` for one activation row as a fused matvec, when it
 /// applies: the GPU kernel layout, a block type with its fused
 /// variants, one chunk, a row of whole blocks of at most [`MAX_K`]
-/// elements not already quantized. Returns whether it did.
-pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) -> bool {
+/// elements not already quantized (`held`: whether it is, in the weight's
+/// activation format; `None` for a type without one). Returns whether it
+/// did.
+pub(in super::super) fn matvec(
+    b: &mut VulkanBackend,
+    gw: &GpuWeight,
+    x: Act,
+    out: Act,
+    held: Option<bool>,
+) -> bool {
     let Some(t) = weight_index(gw.ty) else {
         return false;
     };
-    let Some(fmt) = act_format(gw.ty) else {
+    let Some(held) = held else {
         return false;
     };
     let Some(quant) = variants(b, Kind::Quant)[t] else {
         return false;
     };
     let wgs = gw.n_out.div_ceil(matvec_rows(quant));
-    if !allowed(b)
+    if !allowed(b, Rule::Matvec)
         || x.rows() != 1
         || gw.chunks.len() != 1
         || !gw.n_in.is_multiple_of(32)
         || gw.n_in > MAX_K
         || wgs > MAX_FUSED_WORKGROUPS
-        || holds(b, x, fmt)
+        || held
     {
         return false;
     }
@@ -304,7 +248,7 @@ pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) ->
     let shader = variants(b, kind)[t].expect("every family has the same types");
     let groups = b.groups_1d(shader, wgs as u64 * u64::from(shader.local_size[0]));
     b.dispatch(shader, &binds, &MatvecFusedPush { w, f }, groups);
-    b.norm_prologue = match source {
+    b.fuse.norm_prologue = match source {
         Source::Norm {
             src,
             w,
@@ -329,7 +273,7 @@ pub(super) fn matvec(b: &mut VulkanBackend, gw: &GpuWeight, x: Act, out: Act) ->
 /// weight, not in place), which is then dropped; or the norm the last
 /// recorded fused matvec computed.
 fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
-    if let Some(n) = &b.norm_prologue {
+    if let Some(n) = &b.fuse.norm_prologue {
         if n.at == (b.stats.submissions, b.cmds.len()) && n.out == *xb {
             return Some(Source::Norm {
                 src: n.src.clone(),
@@ -354,7 +298,7 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
     if n_groups != 1 || group as usize != x.width() || dst != *xb || overlaps(&src, &dst) {
         return None;
     }
-    b.cmds.pop();
+    b.drop_last(1);
     Some(Source::Norm {
         src,
         w,
@@ -364,41 +308,55 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
     })
 }
 
-/// Records `x += y` as the epilogue of the fused matvec recorded last,
-/// when that matvec wrote exactly `y` and touches nothing of `x`: its
-/// `EPI_ADD` variant replaces it. Returns whether it did.
-pub(super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
-    if !allowed(b) {
-        return false;
-    }
-    let Some(last) = b.last_dispatch() else {
-        return false;
+/// [`Rule::MatvecAdd`]'s pattern: the `EPI_ADD` kernel (of the plain
+/// or `sg` family) for `x += y` (`x` from element `x_offset`) after the
+/// commands in `win`, with the product's workgroups, when the last is a
+/// fused product of an f32 row (`Quant`) that wrote exactly `y` and
+/// touches nothing of `x`.
+pub(super) fn matvec_add(
+    win: Window,
+    x: &Bind,
+    y: &Bind,
+    x_offset: u32,
+    sg: bool,
+) -> Option<(Fused, [u32; 3])> {
+    let last = win.last()?;
+    let (Kind::Quant, t) = kind_of(last.shader)? else {
+        return None;
     };
-    let Some((kind, t)) = kind_of(last.shader) else {
-        return false;
-    };
-    if kind != Kind::Quant {
-        return false;
-    }
-    let (xb, yb) = (Bind::act(x), Bind::act(y));
-    let binds: Vec<Bind> = last.access.iter().map(Access::bind).collect();
+    let binds = last.binds();
     // Bindings: weight, input, out, ...
-    if binds[2] != yb || binds.iter().any(|bd| overlaps(bd, &xb)) {
-        return false;
+    if binds[2] != *y || binds.iter().any(|bd| overlaps(bd, x)) {
+        return None;
     }
-    let shader = variants(b, Kind::QuantAdd)[t].expect("every family has the same types");
+    let shader = family(Kind::QuantAdd, sg)[t].expect("every family has the same types");
     let mut push = last.push.to_vec();
     let at = std::mem::offset_of!(MatvecFusedPush, f) + std::mem::offset_of!(FusedPush, res_offset);
-    push[at..at + 4].copy_from_slice(&u32_of(x.elems().start, "offset").to_le_bytes());
-    let groups = last.groups;
-    let binds: Vec<Bind> = binds.into_iter().chain([xb]).collect();
-    b.cmds.pop();
-    b.dispatch_bytes(shader, &binds, push, groups);
-    // A feed-forward block's down projection: with its gate / up / unit;
-    // an attention's output projection: into the attention.
-    if !super::op_matvec_ffn::ffn_into_matvecs(b) {
-        super::op_attention_oproj::oproj_into_attention(b);
+    push[at..at + 4].copy_from_slice(&x_offset.to_le_bytes());
+    let binds: Vec<Bind> = binds.into_iter().chain([x.clone()]).collect();
+    Some((
+        Fused {
+            shader,
+            binds,
+            push,
+        },
+        last.groups,
+    ))
+}
+
+/// Records `x += y` as the epilogue of the fused matvec recorded last
+/// ([`Rule::MatvecAdd`]). Returns whether it did.
+pub(in super::super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b, Rule::MatvecAdd) {
+        return false;
     }
+    let x_offset = u32_of(x.elems().start, "offset");
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let Some((f, groups)) = matvec_add(b.window(), &xb, &yb, x_offset, b.matvec_subgroups) else {
+        return false;
+    };
+    b.drop_last(1);
+    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
     true
 }
 
@@ -413,8 +371,8 @@ const MAX_POST_ROW: usize = 8192;
 /// post-norm, Gemma-3's). Not while fault `gpu-post-norm-add` is injected
 /// (it acts on `rms_norm.comp`'s ADD_TO, which then runs as before).
 /// Returns whether it did.
-pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
-    if !allowed(b)
+pub(in super::super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b, Rule::MatvecPostNorm)
         || fault::active("gpu-post-norm-add")
         || y.rows() != 1
         || y.width() > MAX_POST_ROW
@@ -468,8 +426,8 @@ pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bo
         u32_of(x.elems().start, "offset"),
     );
     let shader = variants(b, Kind::QuantPost)[t].expect("every family has the same types");
-    b.cmds.truncate(b.cmds.len() - 2);
-    b.norm_prologue = None;
+    b.drop_last(2);
+    b.fuse.norm_prologue = None;
     // After the two are taken off: making the counter records its fill.
     if let Some(cnt) = post_counter(b) {
         let binds = [w, input, yb, norm_w, xb, cnt];
@@ -478,60 +436,61 @@ pub(super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bo
     true
 }
 
-/// The post-norm epilogue's counter, which the one-dispatch feed-forward
-/// block (`op_matvec_ffn.rs`) shares (one word, zero between dispatches;
-/// the hazard tracker orders the dispatches that share it), or `None`
-/// with the backend's error set.
-pub(super) fn post_counter(b: &mut VulkanBackend) -> Option<Bind> {
-    let slot = match b.post_counter {
-        Some(slot) => slot,
-        None => match b.new_buffer("matvec epilogue counter", 4, false, true) {
-            Ok(slot) => {
-                b.post_counter = Some(slot);
-                slot
-            }
-            Err(e) => {
-                let e = b.vk_err("matvec epilogue counter", 4, e);
-                b.fail(e);
-                return None;
-            }
-        },
-    };
-    Some(Bind {
-        buf: slot,
-        bytes: 0..4,
-    })
-}
-
 /// Records the gated unit `x = glu(x, y)` (x the gate's product, y the up
 /// projection's, in place as `binary.comp` computes it) within the two
 /// fused matvecs recorded last, when they are the two products of one
 /// normed row (the first writing the norm's output), of one weight type
 /// and shape, and wrote exactly `x` and `y`: `matvec.comp`'s PAIR_GLU
 /// variant replaces both. Returns whether it did.
-pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: Act) -> bool {
-    if !allowed(b) || x.rows() != 1 {
+pub(in super::super) fn glu_into_matvecs(
+    b: &mut VulkanBackend,
+    kind: GluKind,
+    x: Act,
+    y: Act,
+) -> bool {
+    if !allowed(b, Rule::MatvecGlu) || x.rows() != 1 {
         return false;
     }
-    let (Some(first), Some(second)) = (b.dispatch_back(1), b.last_dispatch()) else {
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let Some((f, n)) = matvec_glu(b.window(), kind, (&xb, &yb), b.matvec_subgroups) else {
         return false;
+    };
+    b.drop_last(2);
+    b.fuse.norm_prologue = None;
+    let groups = b.groups_1d(f.shader, n);
+    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
+    true
+}
+
+/// [`Rule::MatvecGlu`]'s pattern: the PAIR_GLU kernel (of the plain or
+/// `sg` family) for `x = glu(x, y)` after the commands in `win`, and its
+/// invocations, when the last two are the products of one normed row (the
+/// first writing the norm's output) of one weight type and shape that
+/// wrote exactly `x` and `y`.
+pub(super) fn matvec_glu(
+    win: Window,
+    kind: GluKind,
+    (xb, yb): (&Bind, &Bind),
+    sg: bool,
+) -> Option<(Fused, u64)> {
+    let (Some(first), Some(second)) = (win.back(1), win.last()) else {
+        return None;
     };
     let (Some((k1, t1)), Some((k2, t2))) = (kind_of(first.shader), kind_of(second.shader)) else {
-        return false;
+        return None;
     };
     if k1 != Kind::NormOut || k2 != Kind::Norm || t1 != t2 || first.groups != second.groups {
-        return false;
+        return None;
     }
     let b1: Vec<Bind> = first.access.iter().map(Access::bind).collect();
     let b2: Vec<Bind> = second.access.iter().map(Access::bind).collect();
     // Bindings: weight, norm input, out, norm weight (, norm output).
-    let (xb, yb) = (Bind::act(x), Bind::act(y));
-    let (gate, up) = if b1[2] == xb && b2[2] == yb {
+    let (gate, up) = if b1[2] == *xb && b2[2] == *yb {
         (&b1, &b2)
-    } else if b2[2] == xb && b1[2] == yb {
+    } else if b2[2] == *xb && b1[2] == *yb {
         (&b2, &b1)
     } else {
-        return false;
+        return None;
     };
     let f_at = std::mem::offset_of!(MatvecFusedPush, f);
     let w_at = std::mem::offset_of!(MatvecFusedPush, w);
@@ -541,12 +500,12 @@ pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: 
         && first.push[f_at + 16..f_at + 20] == second.push[f_at + 16..f_at + 20]
         && first.push[w_at..w_at + 16] == second.push[w_at..w_at + 16];
     if !same_norm {
-        return false;
+        return None;
     }
     let out_at = w_at + std::mem::offset_of!(WeightPush, out_offset);
     let res_at = f_at + std::mem::offset_of!(FusedPush, res_offset);
     let op_at = f_at + std::mem::offset_of!(FusedPush, op);
-    let (gate_push, up_push) = if b1[2] == xb {
+    let (gate_push, up_push) = if b1[2] == *xb {
         (first.push, second.push)
     } else {
         (second.push, first.push)
@@ -559,7 +518,7 @@ pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: 
         GluKind::GeGluTanh => crate::op_codes::GLU_GEGLU,
     };
     push[op_at..op_at + 4].copy_from_slice(&op.to_le_bytes());
-    let shader = variants(b, Kind::NormOutGlu)[t1].expect("every family has the same types");
+    let shader = family(Kind::NormOutGlu, sg)[t1].expect("every family has the same types");
     // Bindings: gate weight, norm input, gate out, norm weight, norm
     // output, up weight, up out.
     let binds = vec![
@@ -575,9 +534,118 @@ pub(super) fn glu_into_matvecs(b: &mut VulkanBackend, kind: GluKind, x: Act, y: 
         push[w_at + 8..w_at + 12].try_into().expect("four bytes"),
     ));
     let per = (matvec_rows(shader) / 2) as u64;
-    b.cmds.truncate(b.cmds.len() - 2);
-    b.norm_prologue = None;
-    let groups = b.groups_1d(shader, rows.div_ceil(per) * u64::from(shader.local_size[0]));
-    b.dispatch_bytes(shader, &binds, push, groups);
-    true
+    let invocations = rows.div_ceil(per) * u64::from(shader.local_size[0]);
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((fused, invocations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_of_names_every_variant_of_both_twins() {
+        for kind in Kind::ALL {
+            for sg in [false, true] {
+                for (t, s) in family(kind, sg).iter().enumerate() {
+                    if let Some(s) = s {
+                        assert_eq!(kind_of(s), Some((kind, t)), "{}", s.name);
+                    }
+                }
+            }
+        }
+        assert_eq!(kind_of(&shaders::RMS_NORM_W), None);
+    }
+
+    #[test]
+    fn matvec_glu_takes_the_unit_of_the_two_products_of_one_norm() {
+        use super::super::test_support::{bind, dispatch};
+        use crate::ggml_type::GgmlType;
+        use crate::vulkan::PushConstants;
+        let t = weight_index(GgmlType::Q4_1).unwrap();
+        let (src, nw, xn) = (bind(3, 0, 256), bind(4, 0, 256), bind(5, 0, 256));
+        let (gate, up) = (bind(6, 0, 256), bind(7, 0, 256));
+        let product = |w: u32, out: &Bind, write: bool, ty: GgmlType| {
+            let kind = if write { Kind::NormOut } else { Kind::Norm };
+            let t = weight_index(ty).unwrap();
+            let mut binds = vec![bind(w, 0, 4096), src.clone(), out.clone(), nw.clone()];
+            if write {
+                binds.push(xn.clone());
+            }
+            let push = MatvecFusedPush {
+                w: WeightPush {
+                    n_in: 64,
+                    rows: 64,
+                    n_out: 64,
+                    ..WeightPush::default()
+                },
+                ..MatvecFusedPush::default()
+            };
+            dispatch(family(kind, false)[t].unwrap(), &binds, push.as_bytes())
+        };
+        let q = GgmlType::Q4_1;
+        let cmds = [product(20, &gate, true, q), product(21, &up, false, q)];
+        let win = Window { cmds: &cmds };
+        let (f, _) = matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).expect("matches");
+        assert_eq!(kind_of(f.shader), Some((Kind::NormOutGlu, t)));
+        assert_eq!((f.binds.len(), &f.binds[5]), (7, &bind(21, 0, 4096)));
+        // The unit the other way round takes the weights the other way.
+        let (f, _) = matvec_glu(win, GluKind::GeGluTanh, (&up, &gate), false).unwrap();
+        assert_eq!(f.binds[0], bind(21, 0, 4096));
+        // Another output; two types; the norm's writer last.
+        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &xn), false).is_none());
+        let cmds = [
+            product(20, &gate, true, q),
+            product(21, &up, false, GgmlType::Q8_0),
+        ];
+        let win = Window { cmds: &cmds };
+        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).is_none());
+        let cmds = [product(21, &up, false, q), product(20, &gate, true, q)];
+        let win = Window { cmds: &cmds };
+        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).is_none());
+    }
+
+    #[test]
+    fn matvec_add_takes_the_add_of_a_quantizing_product_output() {
+        use super::super::test_support::{bind, dispatch};
+        use crate::ggml_type::GgmlType;
+        use crate::vulkan::PushConstants;
+        let t = weight_index(GgmlType::Q4_1).unwrap();
+        let (w, input, y, x) = (
+            bind(8, 0, 4096),
+            bind(3, 0, 256),
+            bind(4, 0, 256),
+            bind(5, 0, 256),
+        );
+        let push = MatvecFusedPush::default();
+        for (kind, sg) in [
+            (Kind::Quant, false),
+            (Kind::Quant, true),
+            (Kind::Norm, false),
+        ] {
+            let shader = family(kind, sg)[t].unwrap();
+            let mut binds = vec![w.clone(), input.clone(), y.clone()];
+            if kind == Kind::Norm {
+                binds.push(bind(9, 0, 256));
+            }
+            let cmds = [dispatch(shader, &binds, push.as_bytes())];
+            let win = Window { cmds: &cmds };
+            let got = matvec_add(win, &x, &y, 64, sg);
+            if kind != Kind::Quant {
+                assert!(got.is_none(), "a normed product keeps its add apart");
+                continue;
+            }
+            let (f, _) = got.expect("matches");
+            assert_eq!(kind_of(f.shader), Some((Kind::QuantAdd, t)));
+            assert_eq!(f.shader.name.contains("_sg"), sg);
+            assert_eq!((f.binds.len(), &f.binds[3]), (4, &x));
+            // Another output; a residual over the product's input.
+            assert!(matvec_add(win, &x, &input, 64, sg).is_none());
+            assert!(matvec_add(win, &bind(3, 128, 384), &y, 64, sg).is_none());
+        }
+    }
 }
