@@ -67,8 +67,11 @@ pub struct DeviceArgs {
     #[arg(long = "record-every-step")]
     pub record_every_step: bool,
     /// Turn decode fusions of the GPU kernels off, for comparing their
-    /// cost (a comma-separated list of matvec, qkv, ffn, oproj, subgroups; the
-    /// results are the same bits).
+    /// cost: a comma-separated list of fusion rule names (the `RULES` of
+    /// engine's vulkan backend: add-norm, norm-add, norm-quant, glu-quant,
+    /// rope-kv, norm-rope, norm-rope-scale, norm-rope-kv, matvec,
+    /// matvec-add, matvec-post-norm, matvec-glu, matvec-rope, matvec-kv,
+    /// qkv, ffn, oproj) and subgroups; the results are the same bits.
     #[arg(long = "unfuse", value_name = "LIST", value_parser = unfused)]
     pub unfuse: Option<Unfused>,
     /// How the CPU rounds RoPE, attention, SwiGLU and the router softmax:
