@@ -26,7 +26,14 @@ impl KvType {
         self as usize
     }
 
-    /// Its name in shader variant names (`attention_f16`).
+    /// The type of that name ([`KvType::name`], as llama.cpp's tools and
+    /// flags spell a cache type); None for a name no type has.
+    pub fn from_name(name: &str) -> Option<KvType> {
+        KV_TYPES.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its name in shader variant names (`attention_f16`), on the command
+    /// line (`--kv-type f16`) and in reference-data/models.json.
     pub fn name(self) -> &'static str {
         match self {
             KvType::F32 => "f32",
@@ -84,5 +91,14 @@ mod tests {
         for (i, ty) in KV_TYPES.into_iter().enumerate() {
             assert_eq!(ty.index(), i);
         }
+    }
+
+    #[test]
+    fn every_kv_type_is_found_by_its_name_and_no_other() {
+        for ty in KV_TYPES {
+            assert_eq!(KvType::from_name(ty.name()), Some(ty));
+        }
+        assert_eq!(KvType::from_name("q9"), None);
+        assert_eq!(KvType::from_name("F16"), None);
     }
 }

@@ -94,7 +94,7 @@ pub(super) fn capture_model(
         n_ctx,
         n_batch,
         threads: cfg.threads,
-        kv_f16: entry.kv_type == Some(KvTypeName::F16),
+        kv_f16: entry.kv_type.map(KvTypeName::kv_type) == Some(engine::ops::KvType::F16),
     };
 
     let mut probe_tokens: Vec<i32> = runs.iter().flat_map(|r| r.tokens.iter().copied()).collect();

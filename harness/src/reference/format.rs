@@ -83,21 +83,32 @@ pub struct ModelEntry {
     pub kv_type: Option<KvTypeName>,
 }
 
-/// A KV cache element type, as models.json names it.
+/// A KV cache element type, as models.json names it: any of the engine's
+/// `KV_TYPES`, by its name (`f32`, `f16`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KvTypeName {
-    F32,
-    F16,
-}
+#[serde(try_from = "String", into = "String")]
+pub struct KvTypeName(pub engine::ops::KvType);
 
 impl KvTypeName {
     /// The engine's cache type.
     pub fn kv_type(self) -> engine::ops::KvType {
-        match self {
-            KvTypeName::F32 => engine::ops::KvType::F32,
-            KvTypeName::F16 => engine::ops::KvType::F16,
-        }
+        self.0
+    }
+}
+
+impl TryFrom<String> for KvTypeName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<KvTypeName, String> {
+        engine::ops::KvType::from_name(&name)
+            .map(KvTypeName)
+            .ok_or_else(|| format!("unknown KV cache type {name:?}"))
+    }
+}
+
+impl From<KvTypeName> for String {
+    fn from(k: KvTypeName) -> String {
+        k.0.name().to_string()
     }
 }
 
@@ -488,7 +499,8 @@ pub struct ManifestModel {
 impl ManifestModel {
     /// The engine's KV cache type for this model's sessions.
     pub fn kv_type(&self) -> engine::ops::KvType {
-        self.kv_type.unwrap_or(KvTypeName::F32).kv_type()
+        self.kv_type
+            .map_or(engine::ops::KvType::F32, KvTypeName::kv_type)
     }
 }
 

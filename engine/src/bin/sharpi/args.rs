@@ -6,30 +6,44 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::device::DeviceArgs;
+use engine::kv_type::KV_TYPES;
 use engine::ops::KvType;
 
-/// KV cache element type on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum KvTypeArg {
-    F32,
-    F16,
+/// KV cache element type on the command line: any of the engine's
+/// [`KV_TYPES`], by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvTypeArg(pub KvType);
+
+/// Every value `--kv-type` takes, in [`KV_TYPES`]' order.
+const KV_TYPE_ARGS: [KvTypeArg; KV_TYPES.len()] = {
+    let mut all = [KvTypeArg(KvType::F32); KV_TYPES.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = KvTypeArg(KV_TYPES[i]);
+        i += 1;
+    }
+    all
+};
+
+impl ValueEnum for KvTypeArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KV_TYPE_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()))
+    }
 }
 
 impl KvTypeArg {
     /// The cache type this flag value names.
     pub fn kv_type(self) -> KvType {
-        match self {
-            KvTypeArg::F32 => KvType::F32,
-            KvTypeArg::F16 => KvType::F16,
-        }
+        self.0
     }
 
     /// The flag value, as llama.cpp's tools print a cache type.
     pub fn name(self) -> &'static str {
-        match self {
-            KvTypeArg::F32 => "f32",
-            KvTypeArg::F16 => "f16",
-        }
+        self.0.name()
     }
 }
 
