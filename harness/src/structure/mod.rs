@@ -4,8 +4,9 @@
 //! - no module cycle in a crate of the workspace ([`cycles`]: uses lifted
 //!   to sibling modules, the modules read by [`modules`]);
 //! - no source file (Rust or GLSL) over [`MAX_LINES_OF_CODE`] lines of code
-//!   ([`size`]: comments, blank lines and `#[cfg(test)]` items not
-//!   counted; test targets and generated code are not in the set);
+//!   ([`size`]: comments and blank lines not counted, a file's inline
+//!   unit tests counted; test targets and generated code are not in the
+//!   set);
 //! - README.md at most [`MAX_README_LINES`] lines;
 //! - every relative link of README.md and docs/*.md resolves ([`links`]).
 //!
@@ -99,8 +100,7 @@ fn check_sizes(root: &Path, f: &mut Findings) -> Result<(), StructureError> {
     let mut largest = (0, PathBuf::new());
     for file in &files {
         let src = read(file)?;
-        let rust = file.extension().is_some_and(|e| e == "rs");
-        let n = size::lines_of_code(&src, rust);
+        let n = size::lines_of_code(&src);
         let shown = file.strip_prefix(root).unwrap_or(file).to_path_buf();
         if n > largest.0 {
             largest = (n, shown.clone());
