@@ -95,7 +95,8 @@ const TABLE: &[(u32, GgmlType, &str, usize, usize)] = &[
 /// new weight type: engine/build.rs compiles each weight-reading shader once
 /// per entry (define `WEIGHT_<NAME>`, block layout in
 /// `shaders/common/blocks.glsl`), and the CPU's dot-product tables
-/// (`cpu::dot`) have a row per entry, checked at compile time.
+/// (`cpu::dot`) are put in this order at compile time from the rows each
+/// kernel family keys by type (a missing or doubled row fails the build).
 pub const WEIGHT_TYPES: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
@@ -113,9 +114,17 @@ pub const WEIGHT_TYPES: [GgmlType; 13] = [
 ];
 
 /// Position of `ty` in [`WEIGHT_TYPES`] (the index of its kernels), or
-/// `None` for a type no backend multiplies.
-pub fn weight_index(ty: GgmlType) -> Option<usize> {
-    WEIGHT_TYPES.iter().position(|&t| t == ty)
+/// `None` for a type no backend multiplies. A `const fn`, so that kernel
+/// tables can be put in this order at compile time from rows keyed by type.
+pub const fn weight_index(ty: GgmlType) -> Option<usize> {
+    let mut i = 0;
+    while i < WEIGHT_TYPES.len() {
+        if WEIGHT_TYPES[i] as u32 == ty as u32 {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Ids ggml has removed; a file that uses one was written by an old tool.

@@ -3,6 +3,27 @@
 use half::f16;
 
 use super::bytes::take;
+use super::Codec;
+use crate::ggml_type::GgmlType;
+
+/// This family's types, one row each.
+pub(super) const CODECS: [Codec; 3] = [
+    Codec {
+        ty: GgmlType::F32,
+        dequantize: dequantize_f32,
+        quantize: quantize_f32,
+    },
+    Codec {
+        ty: GgmlType::F16,
+        dequantize: dequantize_f16,
+        quantize: quantize_f16,
+    },
+    Codec {
+        ty: GgmlType::BF16,
+        dequantize: dequantize_bf16,
+        quantize: quantize_bf16,
+    },
+];
 
 pub fn dequantize_f32(src: &[u8], dst: &mut [f32]) {
     for (y, b) in dst.iter_mut().zip(src.chunks_exact(4)) {

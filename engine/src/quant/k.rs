@@ -8,6 +8,18 @@ use std::mem::size_of;
 use half::f16;
 
 use super::bytes::{f16_at, i8s, put, take, u8s};
+use super::Codec;
+
+/// This family's types: block struct, dequantization (here) and reference
+/// quantizer (`k_quantize.rs`), one row each.
+pub(super) const CODECS: [Codec; 6] = [
+    block_codec!(Q2_K, BlockQ2_K),
+    block_codec!(Q3_K, BlockQ3_K),
+    block_codec!(Q4_K, BlockQ4_K),
+    block_codec!(Q5_K, BlockQ5_K),
+    block_codec!(Q6_K, BlockQ6_K),
+    block_codec!(Q8_K, BlockQ8_K),
+];
 
 /// Elements in a super-block.
 pub const QK_K: usize = 256;

@@ -7,6 +7,18 @@ use std::mem::size_of;
 use half::f16;
 
 use super::bytes::{f16_at, i8s, put, take, u8s};
+use super::Codec;
+
+/// This family's types: block struct, dequantization (here) and reference
+/// quantizer (`legacy_quantize.rs`), one row each.
+pub(super) const CODECS: [Codec; 6] = [
+    block_codec!(Q4_0, BlockQ4_0),
+    block_codec!(Q4_1, BlockQ4_1),
+    block_codec!(Q5_0, BlockQ5_0),
+    block_codec!(Q5_1, BlockQ5_1),
+    block_codec!(Q8_0, BlockQ8_0),
+    block_codec!(Q8_1, BlockQ8_1),
+];
 
 /// Elements in every block of this family.
 pub const QK: usize = 32;

@@ -1,14 +1,39 @@
 //! GGML block formats: layouts, dequantization and reference quantization.
 //!
-//! Covers F32, F16, BF16 and the twelve block types Q4_0, Q4_1, Q5_0, Q5_1,
-//! Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K. Every one of them can be
-//! dequantized and quantized. The quantizers compute what ggml's
+//! Each family file registers its types in its `CODECS` rows, one row per
+//! type (the type with its row dequantizer and quantizer): the plain types
+//! ([`float`]: F32, F16, BF16), the 32-element blocks ([`legacy`]) and the
+//! 256-element super-blocks ([`k`]). Every registered type can be
+//! dequantized and quantized ([`dequantize_row`], [`quantize_row`]); a type
+//! registered twice, or a weight type of `WEIGHT_TYPES` not registered,
+//! fails the build. The quantizers compute what ggml's
 //! `quantize_row_*_ref` functions compute, byte for byte; dequantization
 //! follows ggml's formulas operation for operation.
 //!
 //! Rows are byte slices at any alignment: blocks are decoded field by field,
 //! little-endian. No input of the right length makes these functions panic;
 //! non-finite scales give whatever the formula gives.
+
+/// A [`Codec`] row for block struct `$block` of type `$ty`: its
+/// `from_bytes(..).dequantize(..)` and `quantize(..).to_bytes()` block by
+/// block. (Defined before the family modules, which use it.)
+macro_rules! block_codec {
+    ($ty:ident, $block:ident) => {
+        $crate::quant::Codec {
+            ty: $crate::ggml_type::GgmlType::$ty,
+            dequantize: |src, dst| {
+                $crate::quant::bytes::each_block(src, dst, |b, y| {
+                    $block::from_bytes(b).dequantize(y)
+                })
+            },
+            quantize: |src, dst| {
+                $crate::quant::bytes::each_block_mut(src, dst, |x, b| {
+                    *b = $block::quantize(x).to_bytes()
+                })
+            },
+        }
+    };
+}
 
 mod bytes;
 pub mod float;
@@ -19,7 +44,7 @@ mod legacy_quantize;
 
 use std::fmt;
 
-use crate::ggml_type::GgmlType;
+use crate::ggml_type::{GgmlType, WEIGHT_TYPES};
 
 pub use k::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
@@ -59,33 +84,71 @@ pub enum QuantError {
     },
 }
 
-/// The types this module implements, both ways.
-const SUPPORTED: [GgmlType; 15] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q8_1,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::Q8_K,
-];
+/// One type's row conversions. `dequantize` and `quantize` take whole
+/// blocks of matching lengths (checked by [`dequantize_row`] and
+/// [`quantize_row`] before they call them).
+#[derive(Clone, Copy)]
+pub(crate) struct Codec {
+    pub ty: GgmlType,
+    pub dequantize: fn(&[u8], &mut [f32]),
+    pub quantize: fn(&[f32], &mut [u8]),
+}
+
+/// Every family's rows: the types this module implements, both ways.
+const FAMILIES: [&[Codec]; 3] = [&float::CODECS, &legacy::CODECS, &k::CODECS];
+
+/// How many rows register `ty`.
+const fn rows_of(ty: GgmlType) -> usize {
+    let (mut f, mut n) = (0, 0);
+    while f < FAMILIES.len() {
+        let mut r = 0;
+        while r < FAMILIES[f].len() {
+            n += (FAMILIES[f][r].ty as u32 == ty as u32) as usize;
+            r += 1;
+        }
+        f += 1;
+    }
+    n
+}
+
+/// Checked at compile time: no type has two rows, and every weight type
+/// the backends multiply ([`WEIGHT_TYPES`]) has one.
+const _: () = {
+    let mut f = 0;
+    while f < FAMILIES.len() {
+        let mut r = 0;
+        while r < FAMILIES[f].len() {
+            assert!(
+                rows_of(FAMILIES[f][r].ty) == 1,
+                "quant: a type with two CODECS rows"
+            );
+            r += 1;
+        }
+        f += 1;
+    }
+    let mut t = 0;
+    while t < WEIGHT_TYPES.len() {
+        assert!(
+            rows_of(WEIGHT_TYPES[t]) == 1,
+            "quant: a weight type without a CODECS row"
+        );
+        t += 1;
+    }
+};
+
+/// The row of `ty`, if a family registers it.
+fn codec(ty: GgmlType) -> Option<&'static Codec> {
+    FAMILIES.iter().flat_map(|f| f.iter()).find(|c| c.ty == ty)
+}
 
 /// Whether [`quantize_row`] accepts `ty`.
 pub fn can_quantize(ty: GgmlType) -> bool {
-    SUPPORTED.contains(&ty)
+    codec(ty).is_some()
 }
 
 /// Whether [`dequantize_row`] accepts `ty`.
 pub fn can_dequantize(ty: GgmlType) -> bool {
-    SUPPORTED.contains(&ty)
+    codec(ty).is_some()
 }
 
 /// Checks that `elems` elements of `ty` are whole blocks taking exactly
@@ -116,29 +179,9 @@ fn check(ty: GgmlType, elems: usize, bytes: usize) -> Result<(), QuantError> {
 /// Dequantizes `dst.len()` elements of type `ty` from `src`, which must hold
 /// exactly `ty.bytes_for(dst.len())` bytes.
 pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
-    use bytes::each_block as each;
-    if !can_dequantize(ty) {
-        return Err(QuantError::Unsupported(ty, QuantOp::Dequantize));
-    }
+    let c = codec(ty).ok_or(QuantError::Unsupported(ty, QuantOp::Dequantize))?;
     check(ty, dst.len(), src.len())?;
-    match ty {
-        GgmlType::F32 => float::dequantize_f32(src, dst),
-        GgmlType::F16 => float::dequantize_f16(src, dst),
-        GgmlType::BF16 => float::dequantize_bf16(src, dst),
-        GgmlType::Q4_0 => each(src, dst, |b, y| BlockQ4_0::from_bytes(b).dequantize(y)),
-        GgmlType::Q4_1 => each(src, dst, |b, y| BlockQ4_1::from_bytes(b).dequantize(y)),
-        GgmlType::Q5_0 => each(src, dst, |b, y| BlockQ5_0::from_bytes(b).dequantize(y)),
-        GgmlType::Q5_1 => each(src, dst, |b, y| BlockQ5_1::from_bytes(b).dequantize(y)),
-        GgmlType::Q8_0 => each(src, dst, |b, y| BlockQ8_0::from_bytes(b).dequantize(y)),
-        GgmlType::Q8_1 => each(src, dst, |b, y| BlockQ8_1::from_bytes(b).dequantize(y)),
-        GgmlType::Q2_K => each(src, dst, |b, y| BlockQ2_K::from_bytes(b).dequantize(y)),
-        GgmlType::Q3_K => each(src, dst, |b, y| BlockQ3_K::from_bytes(b).dequantize(y)),
-        GgmlType::Q4_K => each(src, dst, |b, y| BlockQ4_K::from_bytes(b).dequantize(y)),
-        GgmlType::Q5_K => each(src, dst, |b, y| BlockQ5_K::from_bytes(b).dequantize(y)),
-        GgmlType::Q6_K => each(src, dst, |b, y| BlockQ6_K::from_bytes(b).dequantize(y)),
-        GgmlType::Q8_K => each(src, dst, |b, y| BlockQ8_K::from_bytes(b).dequantize(y)),
-        _ => return Err(QuantError::Unsupported(ty, QuantOp::Dequantize)),
-    }
+    (c.dequantize)(src, dst);
     Ok(())
 }
 
@@ -147,29 +190,9 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
 /// same bytes on every machine, and the bytes ggml's reference quantizer
 /// gives.
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
-    use bytes::each_block_mut as each;
-    if !can_quantize(ty) {
-        return Err(QuantError::Unsupported(ty, QuantOp::Quantize));
-    }
+    let c = codec(ty).ok_or(QuantError::Unsupported(ty, QuantOp::Quantize))?;
     check(ty, src.len(), dst.len())?;
-    match ty {
-        GgmlType::F32 => float::quantize_f32(src, dst),
-        GgmlType::F16 => float::quantize_f16(src, dst),
-        GgmlType::BF16 => float::quantize_bf16(src, dst),
-        GgmlType::Q4_0 => each(src, dst, |x, b| *b = BlockQ4_0::quantize(x).to_bytes()),
-        GgmlType::Q4_1 => each(src, dst, |x, b| *b = BlockQ4_1::quantize(x).to_bytes()),
-        GgmlType::Q5_0 => each(src, dst, |x, b| *b = BlockQ5_0::quantize(x).to_bytes()),
-        GgmlType::Q5_1 => each(src, dst, |x, b| *b = BlockQ5_1::quantize(x).to_bytes()),
-        GgmlType::Q8_0 => each(src, dst, |x, b| *b = BlockQ8_0::quantize(x).to_bytes()),
-        GgmlType::Q8_1 => each(src, dst, |x, b| *b = BlockQ8_1::quantize(x).to_bytes()),
-        GgmlType::Q2_K => each(src, dst, |x, b| *b = BlockQ2_K::quantize(x).to_bytes()),
-        GgmlType::Q3_K => each(src, dst, |x, b| *b = BlockQ3_K::quantize(x).to_bytes()),
-        GgmlType::Q4_K => each(src, dst, |x, b| *b = BlockQ4_K::quantize(x).to_bytes()),
-        GgmlType::Q5_K => each(src, dst, |x, b| *b = BlockQ5_K::quantize(x).to_bytes()),
-        GgmlType::Q6_K => each(src, dst, |x, b| *b = BlockQ6_K::quantize(x).to_bytes()),
-        GgmlType::Q8_K => each(src, dst, |x, b| *b = BlockQ8_K::quantize(x).to_bytes()),
-        _ => return Err(QuantError::Unsupported(ty, QuantOp::Quantize)),
-    }
+    (c.quantize)(src, dst);
     Ok(())
 }
 

@@ -10,7 +10,15 @@ use half::f16;
 
 use crate::quant::float::bf16_bits_to_f32;
 
-use super::pairs;
+use super::{pairs, ScalarRow};
+use crate::ggml_type::GgmlType::{BF16, F16, F32};
+
+/// This family's weight types: (weight, activation format, scalar dot).
+pub(super) const SCALAR: [ScalarRow; 3] = [
+    (F32, (F32, vec_dot_f32_scalar)),
+    (F16, (F16, vec_dot_f16_scalar)),
+    (BF16, (BF16, vec_dot_bf16_scalar)),
+];
 
 fn dot_f64<const B: usize>(x: &[u8], y: &[u8], to_f32: impl Fn(&[u8; B]) -> f32) -> f32 {
     let mut sum = 0.0f64;

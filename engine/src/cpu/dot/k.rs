@@ -13,7 +13,18 @@
 use crate::quant::k::{scale_min_k4, scale_q3_k};
 use crate::quant::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
 
-use super::pairs;
+use super::{pairs, ScalarRow};
+use crate::ggml_type::GgmlType::{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K};
+
+/// This family's weight types: (weight, activation format as ggml's
+/// `vec_dot_type`, scalar dot).
+pub(super) const SCALAR: [ScalarRow; 5] = [
+    (Q2_K, (Q8_K, vec_dot_q2_k_q8_k_scalar)),
+    (Q3_K, (Q8_K, vec_dot_q3_k_q8_k_scalar)),
+    (Q4_K, (Q8_K, vec_dot_q4_k_q8_k_scalar)),
+    (Q5_K, (Q8_K, vec_dot_q5_k_q8_k_scalar)),
+    (Q6_K, (Q8_K, vec_dot_q6_k_q8_k_scalar)),
+];
 
 /// ggml's generic lanes: lane `l` sums `scale(e) * a[e] * q8[e]` over the
 /// elements `e` with `e % 8 == l`.

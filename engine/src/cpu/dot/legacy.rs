@@ -13,7 +13,18 @@
 
 use crate::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
-use super::pairs;
+use super::{pairs, ScalarRow};
+use crate::ggml_type::GgmlType::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1};
+
+/// This family's weight types: (weight, activation format as ggml's
+/// `vec_dot_type`, scalar dot).
+pub(super) const SCALAR: [ScalarRow; 5] = [
+    (Q4_0, (Q8_0, vec_dot_q4_0_q8_0_scalar)),
+    (Q4_1, (Q8_1, vec_dot_q4_1_q8_1_scalar)),
+    (Q5_0, (Q8_0, vec_dot_q5_0_q8_0_scalar)),
+    (Q5_1, (Q8_1, vec_dot_q5_1_q8_1_scalar)),
+    (Q8_0, (Q8_0, vec_dot_q8_0_q8_0_scalar)),
+];
 
 /// The 5-bit values of elements `j` and `j + 16` of a Q5 block.
 #[inline]

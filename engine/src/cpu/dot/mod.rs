@@ -3,9 +3,10 @@
 //! table that picks a SIMD or scalar kernel per type.
 //!
 //! Activations are first put in the weight type's partner format
-//! ([`crate::cpu::act::vec_dot_type`]): Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for
-//! Q4_1/Q5_1, Q8_K for the K-quants, the weight's own type for F32, F16 and
-//! BF16. The quantized dots are then integer dots per block scaled in f32.
+//! ([`crate::cpu::act::vec_dot_type`], the second column of its scalar
+//! row): Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants,
+//! the weight's own type for F32, F16 and BF16. The quantized dots are then
+//! integer dots per block scaled in f32.
 //!
 //! Two kernel families compute each dot:
 //! - the scalar references ([`legacy`], [`k`], [`float`]): ggml's generic C
@@ -18,8 +19,13 @@
 //!   the f32 additions.
 //!
 //! [`Kernels::for_level`] hands out a type's kernels for one level only
-//! when this CPU supports it. Both families are tables indexed as
-//! [`WEIGHT_TYPES`] (`SCALAR` here, one per SIMD level in `x86`).
+//! when this CPU supports it. Each kernel file registers its own types, one
+//! row per type keyed by the type: `SCALAR` in [`legacy`], [`k`] and
+//! [`float`] (weight type, activation format, scalar dot), `kernels` in
+//! each `x86` family file (the type's `Micro` at a level). The lookup
+//! tables indexed as [`WEIGHT_TYPES`] (`SCALAR` here, one per SIMD level in
+//! `x86`) are put together from those rows at compile time
+//! (`by_weight_type`): a weight type without its rows fails the build.
 
 pub mod float;
 pub mod k;
@@ -206,45 +212,59 @@ impl Kernels {
     }
 }
 
-/// Per weight type, in [`WEIGHT_TYPES`] order: the weight type, the format
-/// its activations take (ggml's `vec_dot_type`) and the scalar reference
-/// dot. The order is checked at compile time.
-const SCALAR: [(GgmlType, GgmlType, DotFn); WEIGHT_TYPES.len()] = {
-    use GgmlType::*;
-    [
-        (F32, F32, float::vec_dot_f32_scalar),
-        (F16, F16, float::vec_dot_f16_scalar),
-        (BF16, BF16, float::vec_dot_bf16_scalar),
-        (Q4_0, Q8_0, legacy::vec_dot_q4_0_q8_0_scalar),
-        (Q4_1, Q8_1, legacy::vec_dot_q4_1_q8_1_scalar),
-        (Q5_0, Q8_0, legacy::vec_dot_q5_0_q8_0_scalar),
-        (Q5_1, Q8_1, legacy::vec_dot_q5_1_q8_1_scalar),
-        (Q8_0, Q8_0, legacy::vec_dot_q8_0_q8_0_scalar),
-        (Q2_K, Q8_K, k::vec_dot_q2_k_q8_k_scalar),
-        (Q3_K, Q8_K, k::vec_dot_q3_k_q8_k_scalar),
-        (Q4_K, Q8_K, k::vec_dot_q4_k_q8_k_scalar),
-        (Q5_K, Q8_K, k::vec_dot_q5_k_q8_k_scalar),
-        (Q6_K, Q8_K, k::vec_dot_q6_k_q8_k_scalar),
-    ]
-};
+/// A family's row for one weight type: the weight type, then the format its
+/// activations take (ggml's `vec_dot_type`) and the scalar reference dot.
+type ScalarRow = (GgmlType, (GgmlType, DotFn));
 
-const _: () = {
+/// Every weight type's activation format and scalar dot, in [`WEIGHT_TYPES`]
+/// order, from the families' `SCALAR` rows.
+const SCALAR: [(GgmlType, DotFn); WEIGHT_TYPES.len()] =
+    by_weight_type(&[&float::SCALAR, &legacy::SCALAR, &k::SCALAR]);
+
+/// The rows of `families`, each keyed by its weight type, put in
+/// [`WEIGHT_TYPES`] order. Evaluated at compile time: a weight type without
+/// a row, a type with two rows or a row of a type outside [`WEIGHT_TYPES`]
+/// fails the build.
+const fn by_weight_type<T: Copy>(families: &[&[(GgmlType, T)]]) -> [T; WEIGHT_TYPES.len()] {
+    let mut found: [Option<T>; WEIGHT_TYPES.len()] = [None; WEIGHT_TYPES.len()];
+    let mut f = 0;
+    while f < families.len() {
+        let mut r = 0;
+        while r < families[f].len() {
+            let (ty, row) = families[f][r];
+            let Some(t) = weight_index(ty) else {
+                panic!("cpu::dot: a kernel row of a type outside WEIGHT_TYPES");
+            };
+            assert!(
+                found[t].is_none(),
+                "cpu::dot: a weight type with two kernel rows"
+            );
+            found[t] = Some(row);
+            r += 1;
+        }
+        f += 1;
+    }
+    let mut out = [families[0][0].1; WEIGHT_TYPES.len()];
     let mut t = 0;
-    while t < SCALAR.len() {
-        assert!(SCALAR[t].0 as u32 == WEIGHT_TYPES[t] as u32);
+    while t < WEIGHT_TYPES.len() {
+        let Some(row) = found[t] else {
+            panic!("cpu::dot: a type of WEIGHT_TYPES without a kernel row");
+        };
+        out[t] = row;
         t += 1;
     }
-};
+    out
+}
 
 /// The format activations take to meet weights of type `w` (ggml's
 /// `vec_dot_type`), or `None` when `w` has no CPU dot product here.
 pub(crate) fn act_type(w: GgmlType) -> Option<GgmlType> {
-    weight_index(w).map(|t| SCALAR[t].1)
+    weight_index(w).map(|t| SCALAR[t].0)
 }
 
 /// The scalar reference for `weight`.
 pub fn scalar_dot(weight: GgmlType) -> Option<DotFn> {
-    weight_index(weight).map(|t| SCALAR[t].2)
+    weight_index(weight).map(|t| SCALAR[t].1)
 }
 
 /// A tile walked one dot at a time with the kernels' dot function.

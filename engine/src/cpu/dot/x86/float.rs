@@ -5,7 +5,17 @@
 
 use std::arch::x86_64::*;
 
-use super::{f32_le, load128, load256, u16_le, Micro};
+use super::{f32_le, load128, load256, row, u16_le, Level, Micro, SimdRow};
+use crate::ggml_type::GgmlType;
+
+/// This family's kernels at level `L`, one row per weight type.
+pub(super) const fn kernels<L: Level>() -> [SimdRow; 3] {
+    [
+        row::<L, F32>(GgmlType::F32),
+        row::<L, F16>(GgmlType::F16),
+        row::<L, BF16>(GgmlType::BF16),
+    ]
+}
 
 pub(crate) struct F32;
 pub(crate) struct F16;

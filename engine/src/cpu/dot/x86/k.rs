@@ -12,9 +12,21 @@ use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
 use super::{
-    f16_splat, f16x2_at, f32_le, hsum_all, hsum_float_4, load128, load256, prefetch, u32_le,
-    IntOps, Micro,
+    f16_splat, f16x2_at, f32_le, hsum_all, hsum_float_4, load128, load256, prefetch, row, u32_le,
+    IntOps, Level, Micro, SimdRow,
 };
+use crate::ggml_type::GgmlType;
+
+/// This family's kernels at level `L`, one row per weight type.
+pub(super) const fn kernels<L: Level>() -> [SimdRow; 5] {
+    [
+        row::<L, Q2K<L>>(GgmlType::Q2_K),
+        row::<L, Q3K<L>>(GgmlType::Q3_K),
+        row::<L, Q4K<L>>(GgmlType::Q4_K),
+        row::<L, Q5K<L>>(GgmlType::Q5_K),
+        row::<L, Q6K<L>>(GgmlType::Q6_K),
+    ]
+}
 
 pub(crate) struct Q2K<I>(PhantomData<I>);
 pub(crate) struct Q3K<I>(PhantomData<I>);

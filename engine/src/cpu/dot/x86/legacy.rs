@@ -20,8 +20,20 @@ use std::marker::PhantomData;
 
 use super::{
     bytes_from_bits_32, bytes_from_nibbles_32, f16_splat, f16x2_at, hsum_all, load256, prefetch,
-    IntOps, Micro,
+    row, IntOps, Level, Micro, SimdRow,
 };
+use crate::ggml_type::GgmlType;
+
+/// This family's kernels at level `L`, one row per weight type.
+pub(super) const fn kernels<L: Level>() -> [SimdRow; 5] {
+    [
+        row::<L, Q4_0<L>>(GgmlType::Q4_0),
+        row::<L, Q4_1<L>>(GgmlType::Q4_1),
+        row::<L, Q5_0<L>>(GgmlType::Q5_0),
+        row::<L, Q5_1<L>>(GgmlType::Q5_1),
+        row::<L, Q8_0<L>>(GgmlType::Q8_0),
+    ]
+}
 
 pub(crate) struct Q4_0<I>(PhantomData<I>);
 pub(crate) struct Q4_1<I>(PhantomData<I>);

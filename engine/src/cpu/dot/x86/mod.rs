@@ -12,9 +12,11 @@
 //! -127..=127) neither saturates, so both give the same integers.
 //!
 //! The kernels are `#[inline(always)]` generic functions; the entry points
-//! below instantiate them inside `#[target_feature]` functions, which are
-//! reachable only through [`kernels`], which hands them out only for a level
-//! this CPU supports.
+//! of each [`Level`] instantiate them inside `#[target_feature]` functions,
+//! which are reachable only through [`kernels`], which hands them out only
+//! for a level this CPU supports. Each family file lists its kernels, one
+//! [`row`] per weight type; [`table`] puts a level's rows in
+//! [`WEIGHT_TYPES`] order at compile time.
 
 mod float;
 mod k;
@@ -24,7 +26,7 @@ use std::arch::x86_64::*;
 
 use crate::ggml_type::{weight_index, GgmlType, WEIGHT_TYPES};
 
-use super::{DotFn, Kernels, Tile, TileFn};
+use super::{by_weight_type, DotFn, Kernels, Tile, TileFn};
 use crate::simd::SimdLevel;
 
 /// How the integer dot products are formed.
@@ -364,66 +366,70 @@ unsafe fn drive_vnni<K: Micro>(t: &Tile<'_>, out: &mut [f32], ld: usize) {
     drive::<K, 4, 4, 4>(t, out, ld)
 }
 
-fn dot_avx2<K: Micro>(w: &[u8], a: &[u8]) -> f32 {
-    let nb = dot_blocks::<K>(w, a);
-    // SAFETY: `kernels` hands this function out only for `SimdLevel::Avx2`
-    // after `is_supported` confirmed AVX2, FMA and F16C; `dot_blocks`
-    // checked that both rows hold `nb` blocks.
-    unsafe { run_avx2::<K>(nb, w.as_ptr(), a.as_ptr()) }
+/// A SIMD level: its integer products ([`IntOps`]) and its entry points,
+/// the [`DotFn`] and [`TileFn`] of any kernel at this level.
+pub(super) trait Level: IntOps {
+    fn dot<K: Micro>(w: &[u8], a: &[u8]) -> f32;
+    fn tile<K: Micro>(k: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize);
 }
 
-fn tile_avx2<K: Micro>(_: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
-    check_tile::<K>(t, out, ld);
-    // SAFETY: as in `dot_avx2` for the features; `check_tile` checked that
-    // every row and every output the walk touches is in bounds.
-    unsafe { drive_avx2::<K>(t, out, ld) }
+impl Level for Avx2Ops {
+    fn dot<K: Micro>(w: &[u8], a: &[u8]) -> f32 {
+        let nb = dot_blocks::<K>(w, a);
+        // SAFETY: `kernels` hands this function out only for `SimdLevel::Avx2`
+        // after `is_supported` confirmed AVX2, FMA and F16C; `dot_blocks`
+        // checked that both rows hold `nb` blocks.
+        unsafe { run_avx2::<K>(nb, w.as_ptr(), a.as_ptr()) }
+    }
+
+    fn tile<K: Micro>(_: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
+        check_tile::<K>(t, out, ld);
+        // SAFETY: as in `dot` for the features; `check_tile` checked that
+        // every row and every output the walk touches is in bounds.
+        unsafe { drive_avx2::<K>(t, out, ld) }
+    }
 }
 
-fn dot_vnni<K: Micro>(w: &[u8], a: &[u8]) -> f32 {
-    let nb = dot_blocks::<K>(w, a);
-    // SAFETY: `kernels` hands this function out only for
-    // `SimdLevel::Avx512Vnni` after `is_supported` confirmed every feature
-    // `run_vnni` enables; `dot_blocks` checked the lengths.
-    unsafe { run_vnni::<K>(nb, w.as_ptr(), a.as_ptr()) }
+impl Level for VnniOps {
+    fn dot<K: Micro>(w: &[u8], a: &[u8]) -> f32 {
+        let nb = dot_blocks::<K>(w, a);
+        // SAFETY: `kernels` hands this function out only for
+        // `SimdLevel::Avx512Vnni` after `is_supported` confirmed every feature
+        // `run_vnni` enables; `dot_blocks` checked the lengths.
+        unsafe { run_vnni::<K>(nb, w.as_ptr(), a.as_ptr()) }
+    }
+
+    fn tile<K: Micro>(_: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
+        check_tile::<K>(t, out, ld);
+        // SAFETY: as in `dot` for the features; `check_tile` checked the
+        // bounds.
+        unsafe { drive_vnni::<K>(t, out, ld) }
+    }
 }
 
-fn tile_vnni<K: Micro>(_: &Kernels, t: &Tile<'_>, out: &mut [f32], ld: usize) {
-    check_tile::<K>(t, out, ld);
-    // SAFETY: as in `dot_vnni` for the features; `check_tile` checked the
-    // bounds.
-    unsafe { drive_vnni::<K>(t, out, ld) }
+/// A family's row for one weight type: the type and its kernels at one level.
+pub(super) type SimdRow = (GgmlType, (DotFn, TileFn));
+
+/// The row of weight type `ty` computed by kernel `K` at level `L`.
+pub(super) const fn row<L: Level, K: Micro>(ty: GgmlType) -> SimdRow {
+    (ty, (L::dot::<K>, L::tile::<K>))
 }
 
 /// One SIMD level's kernels of every weight type, in [`WEIGHT_TYPES`]
-/// order (an entry out of place fails the SIMD-against-scalar property
-/// tests of engine/tests/cpu_dot.rs).
-macro_rules! table {
-    ($dot:ident, $tile:ident, $ops:ty) => {{
-        macro_rules! k {
-            ($m:ty) => {
-                ($dot::<$m> as DotFn, $tile::<$m> as TileFn)
-            };
-        }
-        [
-            k!(float::F32),
-            k!(float::F16),
-            k!(float::BF16),
-            k!(legacy::Q4_0<$ops>),
-            k!(legacy::Q4_1<$ops>),
-            k!(legacy::Q5_0<$ops>),
-            k!(legacy::Q5_1<$ops>),
-            k!(legacy::Q8_0<$ops>),
-            k!(k::Q2K<$ops>),
-            k!(k::Q3K<$ops>),
-            k!(k::Q4K<$ops>),
-            k!(k::Q5K<$ops>),
-            k!(k::Q6K<$ops>),
-        ]
-    }};
+/// order, from the families' rows (checked at compile time: see
+/// [`by_weight_type`]).
+const fn table<L: Level>() -> [(DotFn, TileFn); WEIGHT_TYPES.len()] {
+    let (f, l, q) = (
+        float::kernels::<L>(),
+        legacy::kernels::<L>(),
+        k::kernels::<L>(),
+    );
+    let families: [&[SimdRow]; 3] = [&f, &l, &q];
+    by_weight_type(&families)
 }
 
-const AVX2: [(DotFn, TileFn); WEIGHT_TYPES.len()] = table!(dot_avx2, tile_avx2, Avx2Ops);
-const VNNI: [(DotFn, TileFn); WEIGHT_TYPES.len()] = table!(dot_vnni, tile_vnni, VnniOps);
+const AVX2: [(DotFn, TileFn); WEIGHT_TYPES.len()] = table::<Avx2Ops>();
+const VNNI: [(DotFn, TileFn); WEIGHT_TYPES.len()] = table::<VnniOps>();
 
 /// The SIMD kernels of `weight` at `level`, which the caller has checked
 /// this CPU supports.
