@@ -634,6 +634,18 @@ pub trait Ops: Send {
     /// their value on every backend.
     fn matmul(&mut self, w: Weight, x: Act, out: Act);
 
+    /// `x[t, i] += bias[i]` in place, for `x` `[rows, n]` and `bias` a
+    /// vector `[n]` (a weight `[n, 1]`: F32, or F16 / BF16 taken at their
+    /// exact f32 values; a GPU backend may take F32 only, as for norm
+    /// weights): a projection's bias, added to every row. ggml's `add` of
+    /// the product and the bias broadcast over its rows, as llama.cpp adds
+    /// `bq`, `bk`, `bv` right after the Q, K, V products (before any
+    /// QK-norm and RoPE) and `bo` after the output projection. One f32
+    /// addition per element, as [`BinaryOp::Add`]: every backend gives the
+    /// same bits, NaN and ±inf as IEEE's sum gives them (`inf + -inf` is
+    /// NaN).
+    fn add_bias(&mut self, x: Act, bias: Weight);
+
     /// Rotates the first `n_rot` elements of every head of `x` in place.
     /// For row `t` (position `p = pos0 + t`) and pair `i < n_rot / 2`:
     /// `theta_i = freq_scale · p · base^(-2i / n_rot)`, computed in f32 as

@@ -251,6 +251,40 @@ proptest! {
         close("add/mul/scale/softcap/copy", &get(&mut b, dst), &want, |_| 1e-6)?;
     }
 
+    /// Exact: each element is one f32 addition, which the f64 sum of the
+    /// two f32 values rounds to the same bits. A view at a row offset of a
+    /// larger buffer leaves the other rows alone; an F16 bias counts at
+    /// its f32 value.
+    #[test]
+    fn add_bias_is_the_f32_sum_on_every_row(rows in 1usize..5, off in 0usize..3,
+                                            width in 1usize..300, f16: bool, seed: u64) {
+        let mut r = Rng::new(seed);
+        let total = off + rows + 1;
+        let x: Vec<f32> = r.vec(total * width).into_iter().map(|v| v * 30.0).collect();
+        let bias: Vec<f32> = r.vec(width);
+        let mut b = CpuBackend::new(2);
+        let xa = put(&mut b, total, width, &x);
+        let (src, bias) = if f16 {
+            let h: Vec<f32> = bias.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+            let bytes = h.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+            (WeightSource::from_bytes("b", GgmlType::F16, width, 1, bytes), h)
+        } else {
+            (WeightSource::from_f32("b", width, 1, &bias), bias)
+        };
+        let bh = b.upload(&src).unwrap();
+        b.add_bias(xa.rows_from(off, rows), bh);
+        let got = get(&mut b, xa);
+        for (i, (&g, &x0)) in got.iter().zip(&x).enumerate() {
+            let t = i / width;
+            let want = if (off..off + rows).contains(&t) {
+                (f64::from(x0) + f64::from(bias[i % width])) as f32
+            } else {
+                x0
+            };
+            prop_assert_eq!(g.to_bits(), want.to_bits(), "element {} (row {})", i, t);
+        }
+    }
+
     #[test]
     fn attention_matches_f64(t1 in 1usize..6, t2 in 1usize..6, n_kv in 1usize..3, group in 1usize..4,
                              half_dk in 1usize..9, half_dv in 1usize..9, window in 0usize..6,

@@ -321,3 +321,109 @@ fn a_spec_edit_changes_that_model_and_nothing_else() {
     assert_eq!(a[..v], b[..v]);
     assert!(max_rel_diff(&a[v..], &b[v..]) > 1e-3);
 }
+
+#[test]
+fn llama_with_biases_decodes_as_it_prefills() {
+    decode_matches_prefill(
+        Tiny {
+            biases: true,
+            ..Tiny::llama()
+        },
+        5,
+    );
+}
+
+/// The taps of one pass of `img`'s model over `n` tokens.
+fn taps_of(img: &model_support::Image, n: usize, vocab: u64) -> Recorder {
+    let m = Arc::new(model_support::load(img).unwrap());
+    let mut rec = Recorder::new();
+    session(&m, &SessionConfig::default())
+        .forward(&tokens(n, vocab), Outputs::All, Some(&mut rec))
+        .unwrap();
+    rec
+}
+
+/// The biases are added where llama.cpp adds them. Zero biases give the
+/// taps of the same model without bias tensors (all of its other weights
+/// are drawn alike); V's bias shows in `Vcur` as itself, Q's and K's in
+/// `Qcur` and `Kcur` (taken after RoPE) rotated with each row's position:
+/// they are added before RoPE.
+#[test]
+fn biases_are_added_to_the_products_before_rope() {
+    let t = Tiny {
+        biases: true,
+        ..Tiny::llama()
+    };
+    let n = 4;
+    let img = t.image();
+    let mut zeroed = img.clone();
+    for tensor in img.tensors.iter().filter(|t| t.name.ends_with(b".bias")) {
+        let len = tensor.dims[0] as usize * 4;
+        let at = tensor.offset as usize;
+        zeroed.data[at..at + len].fill(0);
+    }
+    let plain = taps_of(&Tiny::llama().image(), n, t.n_vocab);
+    let zero = taps_of(&zeroed, n, t.n_vocab);
+    assert_eq!(
+        plain.get("result_output").unwrap().data,
+        zero.get("result_output").unwrap().data,
+        "zero biases change the logits"
+    );
+    let biased = taps_of(&img, n, t.n_vocab);
+    let bias = |name: &str| -> Vec<f32> {
+        let tensor = img
+            .tensors
+            .iter()
+            .find(|t| t.name == name.as_bytes())
+            .expect("a bias tensor");
+        let at = tensor.offset as usize;
+        img.data[at..at + tensor.dims[0] as usize * 4]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    // Each bias repeated on every row, rotated as the layer rotates Q and K.
+    let rotated = |b: &[f32], rope: bool| -> Vec<f32> {
+        let mut cpu = CpuBackend::new(1);
+        let x = cpu.alloc(n, b.len()).unwrap();
+        cpu.write(x, &b.repeat(n)).unwrap();
+        if rope {
+            let p = engine::ops::RopeParams {
+                style: engine::ops::RopeStyle::Norm,
+                head_dim: t.head_dim as usize,
+                n_rot: t.head_dim as usize,
+                base: 1e4,
+                freq_scale: 1.0,
+            };
+            cpu.rope(x, &p, 0);
+        }
+        let mut out = vec![0.0; x.len()];
+        cpu.read(x, &mut out).unwrap();
+        out
+    };
+    for l in 0..t.n_layer as usize {
+        // Layer 0's Q, K, V see the same input in both models (later
+        // layers see the biased model's own residual stream).
+        let layer0 = l == 0;
+        for (tap, name, rope) in [
+            ("Qcur", "attn_q", true),
+            ("Kcur", "attn_k", true),
+            ("Vcur", "attn_v", false),
+        ] {
+            let key = format!("{tap}-{l}");
+            let (with, without) = (biased.get(&key).unwrap(), zero.get(&key).unwrap());
+            let want = rotated(&bias(&format!("blk.{l}.{name}.bias")), rope);
+            if !layer0 {
+                assert_ne!(with.data, without.data, "{key}: the bias changes nothing");
+                continue;
+            }
+            for (i, ((&a, &b), &w)) in with.data.iter().zip(&without.data).zip(&want).enumerate() {
+                let d = a - b;
+                assert!(
+                    (d - w).abs() <= 1e-5 * (1.0 + a.abs() + b.abs()),
+                    "{key} element {i}: the bias moved it by {d}, not {w}"
+                );
+            }
+        }
+    }
+}

@@ -298,3 +298,53 @@ fn unsupported_tensor_types() {
     // Q8_0 [64] takes 68 bytes, less than the F32 data already there.
     fails(&img, &["output_norm.weight", "Q8_0", "norm vector"]);
 }
+
+/// llama's attention biases are optional, as llama.cpp loads them: read
+/// where the file has them (each layer on its own), checked for shape and
+/// type; other architectures' tables do not list them.
+#[test]
+fn attention_biases_are_optional_and_checked() {
+    use engine::model::Role;
+    let t = Tiny {
+        biases: true,
+        ..Tiny::llama()
+    };
+    let roles = [
+        Role::AttnQBias,
+        Role::AttnKBias,
+        Role::AttnVBias,
+        Role::AttnOutBias,
+    ];
+    let m = t.model();
+    for layer in &m.tensors().layers {
+        assert!(roles.iter().all(|r| layer.contains_key(r)));
+    }
+    let plain = Tiny::llama().model();
+    assert!(plain.tensors().layers[0].keys().all(|r| !roles.contains(r)));
+    // One layer without its K bias: that layer runs without it.
+    let mut img = t.image();
+    img.tensors.retain(|t| t.name != b"blk.1.attn_k.bias");
+    let m = load(&img).unwrap();
+    assert!(m.tensors().layers[0].contains_key(&Role::AttnKBias));
+    assert!(!m.tensors().layers[1].contains_key(&Role::AttnKBias));
+    // A bias is one row of its product's width, in a float type.
+    let mut img = t.image();
+    let b = img
+        .tensors
+        .iter_mut()
+        .find(|t| t.name == b"blk.0.attn_output.bias")
+        .unwrap();
+    b.dims = vec![32];
+    fails(
+        &img,
+        &["tensor blk.0.attn_output.bias has shape [32], expected [64]"],
+    );
+    let img = Tiny::llama()
+        .image()
+        .tensor("blk.0.attn_q.bias", GgmlType::Q8_0, &[64]);
+    fails(&img, &["blk.0.attn_q.bias", "bias vector"]);
+    let img = Tiny::gemma3()
+        .image()
+        .tensor("blk.0.attn_q.bias", GgmlType::F32, &[64]);
+    fails(&img, &["unexpected tensor blk.0.attn_q.bias"]);
+}

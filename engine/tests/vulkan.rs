@@ -17,6 +17,8 @@ mod vulkan_attention_combine;
 mod vulkan_attention_oproj;
 #[path = "vulkan_backend.rs"]
 mod vulkan_backend;
+#[path = "vulkan_bias.rs"]
+mod vulkan_bias;
 #[path = "vulkan_concurrency.rs"]
 mod vulkan_concurrency;
 #[path = "vulkan_dispatch.rs"]

@@ -48,3 +48,40 @@ fn whole_models_on_the_gpu_kernel_layout_agree_with_the_cpu() {
         assert!(replays >= STEPS - 1, "{}: {replays} replays", t.arch);
     }
 }
+
+/// A llama with the attention projections' biases on the GPU kernel
+/// layout: each bias add is a dispatch of its own that writes the
+/// product's output, so no decode fusion rule joins an op to the product
+/// across it (the RoPE and cache-write epilogues, the output projection's
+/// add) and skips the bias: with every rule on, the logits are the bits
+/// of every rule off, and both agree with the CPU.
+#[test]
+fn biases_on_the_gpu_kernel_layout_keep_the_unfused_bits() {
+    use engine::vulkan::Unfused;
+    let t = Tiny {
+        biases: true,
+        ..Tiny::llama()
+    };
+    let m = t.model();
+    let toks: Vec<u32> = (0..7).map(|i| ((i * 7 + 3) % t.n_vocab) as u32).collect();
+    let decode = [1, 6, 11, 16, 21];
+    let run = |g: i64, unfused: Unfused| {
+        let mut req = vulkan_support::session::request(g);
+        req.vk.kernel_layout = (g != 0).then_some(KernelLayout::Gpu);
+        req.vk.unfused = unfused;
+        vulkan_support::session::logits(&m, &req, &toks, &decode).0
+    };
+    let all_off: Unfused = Unfused::names().parse().unwrap();
+    let cpu = run(0, Unfused::default());
+    let fused = run(-1, Unfused::default());
+    let plain = run(-1, all_off);
+    assert_eq!(
+        vulkan_support::bits(&fused),
+        vulkan_support::bits(&plain),
+        "the decode fusions changed the bits of a model with biases"
+    );
+    let e = nmse(&cpu, &fused);
+    // The bound of the test above (products of f32 rows against the CPU's
+    // quantized ones).
+    assert!(e < 2.5e-3, "NMSE {e:e} against the CPU");
+}

@@ -17,6 +17,14 @@ struct UnaryPush {
     uint op;
 };
 
+// x[offset + i] += bias[i % width] for i < n: a bias of `width` elements
+// added to every row of a [n / width, width] view (add_bias.comp).
+struct BiasPush {
+    uint n;
+    uint offset;
+    uint width;
+};
+
 // RMS norm of n_groups contiguous groups of `group` elements (a view of
 // [rows, width] rows with width a multiple of group is exactly that).
 struct RmsNormPush {

@@ -300,6 +300,20 @@ impl Ops for CpuBackend {
         });
     }
 
+    fn add_bias(&mut self, x: Act, bias: Weight) {
+        self.with_out("add_bias", x, &[], |b, o| {
+            let v = b.vector(bias, "add_bias");
+            assert_eq!(
+                v.len(),
+                x.width(),
+                "add_bias: a bias of {} for rows of {}",
+                v.len(),
+                x.width()
+            );
+            elementwise::add_bias(o, v);
+        });
+    }
+
     fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize) {
         self.with_out("rope", x, &[], |b, o| {
             rope::rope(o, x.width(), p, pos0, b.numerics)

@@ -1,6 +1,7 @@
 //! Elementwise ops, each op's math in one place: [`binary`] (add, mul, the
 //! gated activations) and [`unary`] (scale, soft-capping), the ops of
-//! [`crate::ops::BinaryOp`] and [`crate::ops::UnaryOp`].
+//! [`crate::ops::BinaryOp`] and [`crate::ops::UnaryOp`]; [`add_bias`], a
+//! vector added to every row ([`crate::ops::Ops::add_bias`]).
 
 use std::sync::OnceLock;
 
@@ -121,6 +122,20 @@ pub fn binary(op: BinaryOp, x: &mut [f32], y: &[f32]) {
             x.iter_mut().zip(y).for_each(|(x, &y)| *x *= y);
         }
         BinaryOp::Glu(kind) => glu(kind, x, y),
+    }
+}
+
+/// `x[t, i] += bias[i]` for every row `t` of `x` (rows of `bias.len()`
+/// elements): one f32 addition per element.
+pub fn add_bias(x: &mut [f32], bias: &[f32]) {
+    assert!(
+        !bias.is_empty() && x.len().is_multiple_of(bias.len()),
+        "add_bias: {} elements in rows of {}",
+        x.len(),
+        bias.len()
+    );
+    for row in x.chunks_exact_mut(bias.len()) {
+        row.iter_mut().zip(bias).for_each(|(x, &b)| *x += b);
     }
 }
 

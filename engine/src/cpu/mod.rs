@@ -67,7 +67,7 @@ mod rope;
 pub use argsort::argsort_desc;
 pub use attention::attention;
 pub use backend::CpuBackend;
-pub use elementwise::{binary, gelu_tanh, glu, glu_rows, unary};
+pub use elementwise::{add_bias, binary, gelu_tanh, glu, glu_rows, unary};
 pub use ggml::silu;
 pub use kv::KvStore;
 pub use moe::{

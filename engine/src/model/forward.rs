@@ -10,10 +10,12 @@
 //! per layer:
 //!   xb = rms_norm(x) · attn_norm
 //!   q, k, v = xb·Wqᵀ, xb·Wkᵀ, xb·Wvᵀ
+//!   q, k, v = q + bq, k + bk, v + bv         (where the file has them)
 //!   q, k = rms_norm_per_head(q) · q_norm,
 //!          rms_norm_per_head(k) · k_norm     (qk_norm: qwen3, gemma3)
 //!   q, k = rope(q), rope(k)                  (NORM or NEOX pairing; the layer's base)
 //!   a = attention(q, k, v)·Woᵀ               (sliding layers: their window)
+//!   a = a + bo                               (where the file has it)
 //!   a = rms_norm(a) · attn_post_norm         (post_norms: gemma3)
 //!   x += a
 //!   xb = rms_norm(x) · ffn_norm
@@ -26,9 +28,10 @@
 use super::hparams::{Hparams, LayerDesc, MoeParams};
 use super::moe::{self, MoeWeights};
 use super::spec::{ArchSpec, Role};
+use super::step::Cx;
 use super::{head, HeadOut, Model, RoleMap, Step};
 use crate::fault;
-use crate::ops::{AttnParams, BackendError, GluKind, Kv, RopeParams, RopeStyle, Weight};
+use crate::ops::{Act, AttnParams, BackendError, GluKind, Kv, RopeParams, RopeStyle, Weight};
 use crate::placement::Stage;
 
 /// A model's weights as handles of the devices that run each part (shapes
@@ -57,6 +60,8 @@ struct LayerWeights {
     qk_norm: Option<(Weight, Weight)>,
     /// `[n_head · head_dim_v, n_embd]`
     wo: Weight,
+    /// The projections' biases, where the file has them.
+    bias: Biases,
     /// `[n_embd]`, when the architecture norms the attention output.
     attn_post_norm: Option<Weight>,
     /// `[n_embd]`
@@ -64,6 +69,33 @@ struct LayerWeights {
     ffn: Ffn,
     /// `[n_embd]`, when the architecture norms the FFN output.
     ffn_post_norm: Option<Weight>,
+}
+
+/// A layer's attention biases (`[width of the product]` each): llama.cpp's
+/// `bq`, `bk`, `bv`, `bo`.
+struct Biases {
+    q: Option<Weight>,
+    k: Option<Weight>,
+    v: Option<Weight>,
+    out: Option<Weight>,
+}
+
+impl Biases {
+    fn of(t: &RoleMap<Weight>) -> Biases {
+        Biases {
+            q: t.get_opt(Role::AttnQBias),
+            k: t.get_opt(Role::AttnKBias),
+            v: t.get_opt(Role::AttnVBias),
+            out: t.get_opt(Role::AttnOutBias),
+        }
+    }
+}
+
+/// `x += bias` on every row, where there is a bias.
+fn add_bias(cx: &mut Cx<'_, '_>, x: Act, bias: Option<Weight>) {
+    if let Some(b) = bias {
+        cx.add_bias(x, b);
+    }
 }
 
 /// A block's feed-forward: dense gated (SwiGLU / GeGLU) or a mixture of
@@ -101,6 +133,7 @@ impl ModelWeights {
                         .qk_norm
                         .then(|| (t.get(Role::AttnQNorm), t.get(Role::AttnKNorm))),
                     wo: t.get(Role::AttnOut),
+                    bias: Biases::of(t),
                     attn_post_norm: spec.post_norms.then(|| t.get(Role::AttnPostNorm)),
                     ffn_norm: t.get(Role::FfnNorm),
                     ffn: match m.hparams().moe {
@@ -158,6 +191,11 @@ impl ModelWeights {
             cx.matmul(w.wq, s.xb, s.q);
             cx.matmul(w.wk, s.xb, s.k);
             cx.matmul(w.wv, s.xb, s.v);
+            // After all three products: Q, K and V stay one run of
+            // products of one normed row for the GPU's decode fusion.
+            add_bias(&mut cx, s.q, w.bias.q);
+            add_bias(&mut cx, s.k, w.bias.k);
+            add_bias(&mut cx, s.v, w.bias.v);
             if let Some((q_norm, k_norm)) = w.qk_norm {
                 cx.rms_norm(s.q, Some(q_norm), eps, hd, s.q);
                 cx.tap("Qcur_normed", s.q)?;
@@ -177,6 +215,7 @@ impl ModelWeights {
             cx.attention(kv[l], s.q, s.k, s.v, s.att, pos0, &attn);
             cx.tap("kqv_out", s.att)?;
             cx.matmul(w.wo, s.att, s.proj);
+            add_bias(&mut cx, s.proj, w.bias.out);
             if let Some(name) = spec.taps.attn_out {
                 cx.tap(name, s.proj)?;
             }

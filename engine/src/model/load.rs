@@ -81,7 +81,7 @@ pub fn check_tensors(
             let applies = match spec_t.presence {
                 Presence::Dense => hp.moe.is_none(),
                 Presence::Moe => hp.moe.is_some(),
-                Presence::Required | Presence::OrTokenEmbedding => true,
+                Presence::Required | Presence::OrTokenEmbedding | Presence::Optional => true,
             };
             if !applies {
                 // Left unused: a file that has it is refused below.
@@ -89,7 +89,7 @@ pub fn check_tensors(
             }
             let Some(info) = gguf.tensor(&name) else {
                 return match spec_t.presence {
-                    Presence::OrTokenEmbedding => Ok(None),
+                    Presence::OrTokenEmbedding | Presence::Optional => Ok(None),
                     _ => Err(ModelError::MissingTensor { arch, name }),
                 };
             };
@@ -115,7 +115,7 @@ pub fn check_tensors(
                     arch,
                     name,
                     ty: info.ty,
-                    why: "a norm vector (must be F32, F16 or BF16)",
+                    why: "a norm or bias vector (must be F32, F16 or BF16)",
                 });
             }
             used.insert(info.name.as_str());
@@ -137,10 +137,11 @@ pub fn check_tensors(
                 Some(info) => {
                     global.insert(t.role, info);
                 }
-                None => {
+                None if t.presence == Presence::OrTokenEmbedding => {
                     tied_output = true;
                     global.insert(t.role, embd.clone());
                 }
+                None => {}
             }
         }
     }

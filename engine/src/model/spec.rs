@@ -49,6 +49,12 @@ pub enum Role {
     AttnQNorm,
     AttnKNorm,
     AttnPostNorm,
+    /// Projection biases `[width of the product]` (optional: llama.cpp's
+    /// `bq`, `bk`, `bv`, `bo`).
+    AttnQBias,
+    AttnKBias,
+    AttnVBias,
+    AttnOutBias,
     FfnNorm,
     FfnGate,
     FfnUp,
@@ -116,6 +122,9 @@ pub enum Presence {
     Dense,
     /// Required when the feed-forward is a mixture of experts, else refused.
     Moe,
+    /// Read when the file has it (per layer), absent otherwise: llama.cpp's
+    /// `TENSOR_NOT_REQUIRED` (a projection's bias).
+    Optional,
 }
 
 /// A tensor the architecture reads. `name` holds `{layer}` for per-layer
@@ -361,6 +370,52 @@ const BLOCK_TENSORS: [TensorSpec; 9] = [
     ),
 ];
 
+/// The Q, K and V projections' biases, each added to its product's rows
+/// right after the product (before QK-norm and RoPE), as llama.cpp's
+/// graphs add `bq`, `bk`, `bv` ([`crate::ops::Ops::add_bias`]);
+/// `presence`: [`Presence::Optional`] where llama.cpp loads them as
+/// `TENSOR_NOT_REQUIRED` (llama), [`Presence::Required`] where it needs
+/// them (qwen2).
+const fn qkv_bias_tensors(presence: Presence) -> [TensorSpec; 3] {
+    const fn bias(role: Role, name: &'static str, dim: &'static [Dim], p: Presence) -> TensorSpec {
+        TensorSpec {
+            role,
+            name,
+            shape: dim,
+            presence: p,
+        }
+    }
+    [
+        bias(
+            Role::AttnQBias,
+            "blk.{layer}.attn_q.bias",
+            &[Dim::Q],
+            presence,
+        ),
+        bias(
+            Role::AttnKBias,
+            "blk.{layer}.attn_k.bias",
+            &[Dim::K],
+            presence,
+        ),
+        bias(
+            Role::AttnVBias,
+            "blk.{layer}.attn_v.bias",
+            &[Dim::V],
+            presence,
+        ),
+    ]
+}
+
+/// The output projection's bias, added before the attention output tap
+/// (llama.cpp `build_attn`'s `wo_b`), where the file has it.
+const ATTN_OUT_BIAS: TensorSpec = TensorSpec {
+    role: Role::AttnOutBias,
+    name: "blk.{layer}.attn_output.bias",
+    shape: &[Dim::Embd],
+    presence: Presence::Optional,
+};
+
 const fn concat<const A: usize, const B: usize, const N: usize>(
     a: [TensorSpec; A],
     b: [TensorSpec; B],
@@ -423,7 +478,10 @@ const fn concat_keys<const A: usize, const B: usize, const N: usize>(
 }
 
 const DENSE_TENSORS: [TensorSpec; 12] = concat(GLOBAL_TENSORS, BLOCK_TENSORS);
-const LLAMA_TENSORS: [TensorSpec; 16] = concat(DENSE_TENSORS, MOE_TENSORS);
+const LLAMA_TENSORS: [TensorSpec; 20] = concat(
+    concat::<12, 4, 16>(DENSE_TENSORS, MOE_TENSORS),
+    concat::<3, 1, 4>(qkv_bias_tensors(Presence::Optional), [ATTN_OUT_BIAS]),
+);
 const LLAMA_KEYS: [Key; 16] =
     concat_keys(COMMON_KEYS, [opt("expert_count"), opt("expert_used_count")]);
 
@@ -439,9 +497,11 @@ const LLAMA_KEYS: [Key; 16] =
 /// experts (llama.cpp's llama graph: softmax gating, renormalised top-k
 /// weights, experts `feed_forward_length` wide).
 ///
-/// Optional llama.cpp extras (`rope_freqs.weight` for Llama 3.1 scaling,
-/// biases, shared experts) are not in this table: a file holding them is
-/// refused by name instead of being run wrongly.
+/// The attention projections' biases are optional, as llama.cpp loads
+/// them for llama. Other optional llama.cpp extras (`rope_freqs.weight` for
+/// Llama 3.1 scaling, the FFN's biases, shared experts) are not in this
+/// table: a file holding them is refused by name instead of being run
+/// wrongly.
 pub static LLAMA: ArchSpec = ArchSpec {
     arch: Arch::Llama,
     name: "llama",
@@ -644,6 +704,34 @@ mod tests {
             let has_moe = spec.tensors.iter().any(|t| t.presence == Presence::Moe);
             assert_eq!(has_moe, spec.moe != MoeRule::None, "{}", spec.name);
         }
+        // Biases: per-layer vectors of their product's width, read where
+        // present (llama) or required; never refused as dense / MoE.
+        for t in ARCHS.iter().flat_map(|s| s.tensors) {
+            let bias = matches!(
+                t.role,
+                Role::AttnQBias | Role::AttnKBias | Role::AttnVBias | Role::AttnOutBias
+            );
+            assert_eq!(bias, t.name.ends_with(".bias"), "{}", t.name);
+            if bias {
+                assert!(t.per_layer() && t.shape.len() == 1, "{}", t.name);
+                assert!(matches!(
+                    t.presence,
+                    Presence::Optional | Presence::Required
+                ));
+            }
+            assert!(t.presence != Presence::Optional || bias, "{}", t.name);
+        }
+        let biases = |s: &ArchSpec| {
+            s.tensors
+                .iter()
+                .filter(|t| t.name.ends_with(".bias"))
+                .count()
+        };
+        assert_eq!(biases(&LLAMA), 4);
+        assert_eq!(
+            (biases(&GEMMA3), biases(&QWEN3), biases(&QWEN3MOE)),
+            (0, 0, 0)
+        );
         assert!(lookup("qwen2").is_none());
     }
 

@@ -158,6 +158,24 @@ const _: () = assert!(std::mem::size_of::<RopePush>() == shaders::ROPE.push_cons
 // SAFETY: repr(C), nine 32-bit scalar fields, 36 bytes (asserted above): no padding.
 unsafe impl PushConstants for RopePush {}
 
+/// `BiasPush` of `shaders/common/elementwise.glsl`: `x[offset + i] +=
+/// bias[i % width]` for `i < n` (`shaders/add_bias.comp`: a bias added to
+/// every row of a `[n / width, width]` view).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BiasPush {
+    pub n: u32,
+    pub offset: u32,
+    pub width: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<BiasPush>() == 12);
+const _: () =
+    assert!(std::mem::size_of::<BiasPush>() == shaders::ADD_BIAS.push_constant_size as usize);
+
+// SAFETY: repr(C), three u32 fields, 12 bytes (asserted above): no padding.
+unsafe impl PushConstants for BiasPush {}
+
 /// `WeightPush` of `shaders/common/weights.glsl`: one chunk of a weight
 /// against activations. Offsets count elements (`x_offset`: u32 words of the
 /// token ids for the lookup).

@@ -54,6 +54,9 @@ pub struct Tiny {
     /// Separate output.weight (else tied).
     pub output: bool,
     pub matrix_type: GgmlType,
+    /// llama only: the attention projections' biases (`attn_q.bias`,
+    /// `attn_k.bias`, `attn_v.bias`, `attn_output.bias`) in every layer.
+    pub biases: bool,
 }
 
 impl Tiny {
@@ -72,6 +75,7 @@ impl Tiny {
             period: 0,
             output: false,
             matrix_type: GgmlType::Q8_0,
+            biases: false,
         }
     }
 
@@ -90,6 +94,7 @@ impl Tiny {
             period: 2,
             output: true,
             matrix_type: GgmlType::Q8_0,
+            biases: false,
         }
     }
 
@@ -152,6 +157,16 @@ impl Tiny {
                     .tensor(&n("post_ffw_norm"), GgmlType::F32, &[d]);
             }
         }
+        // Last, so that every other tensor draws the values it draws
+        // without them.
+        for l in (0..self.n_layer).filter(|_| self.biases) {
+            let b = |s: &str| format!("blk.{l}.{s}.bias");
+            img = img
+                .tensor(&b("attn_q"), GgmlType::F32, &[q])
+                .tensor(&b("attn_k"), GgmlType::F32, &[kv])
+                .tensor(&b("attn_v"), GgmlType::F32, &[kv])
+                .tensor(&b("attn_output"), GgmlType::F32, &[d]);
+        }
         fill(&mut img, 1);
         img
     }
@@ -163,7 +178,8 @@ impl Tiny {
 }
 
 /// Replaces every tensor's data with random values: norm vectors around 1,
-/// matrices uniform in [-0.5, 0.5), quantized to the tensor's type.
+/// biases and matrices uniform in [-0.5, 0.5), quantized to the tensor's
+/// type.
 pub fn fill(img: &mut Image, seed: u64) {
     let mut r = Rng::new(seed);
     for t in &img.tensors {
@@ -172,7 +188,7 @@ pub fn fill(img: &mut Image, seed: u64) {
             other => panic!("{other:?}"),
         };
         let n: u64 = t.dims.iter().product();
-        let vals: Vec<f32> = if t.dims.len() == 1 {
+        let vals: Vec<f32> = if t.dims.len() == 1 && !t.name.ends_with(b".bias") {
             (0..n).map(|_| 1.0 + 0.2 * r.f()).collect()
         } else {
             (0..n).map(|_| 0.5 * r.f()).collect()

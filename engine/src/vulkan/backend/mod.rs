@@ -32,6 +32,7 @@ mod cmd;
 mod fuse;
 pub mod hazard;
 mod op_attention;
+mod op_bias;
 mod op_elementwise;
 mod op_matmul;
 mod op_matmul_id;

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::{
-    op_attention, op_elementwise, op_matmul, op_matmul_id, op_moe, recorder, Bind, GpuKv,
+    op_attention, op_bias, op_elementwise, op_matmul, op_matmul_id, op_moe, recorder, Bind, GpuKv,
     GpuWeight, VulkanBackend, WeightChunk,
 };
 use crate::ops::{
@@ -194,6 +194,10 @@ impl Ops for VulkanBackend {
 
     fn matmul(&mut self, w: Weight, x: Act, out: Act) {
         op_matmul::matmul(self, w, x, out)
+    }
+
+    fn add_bias(&mut self, x: Act, bias: Weight) {
+        op_bias::add_bias(self, x, bias)
     }
 
     fn rope(&mut self, x: Act, p: &RopeParams, pos0: usize) {
