@@ -342,7 +342,7 @@ fn attention_biases_are_optional_and_checked() {
     let img = Tiny::llama()
         .image()
         .tensor("blk.0.attn_q.bias", GgmlType::Q8_0, &[64]);
-    fails(&img, &["blk.0.attn_q.bias", "bias vector"]);
+    fails(&img, &["blk.0.attn_q.bias", "Q8_0", "a bias (must be F32"]);
     let img = Tiny::gemma3()
         .image()
         .tensor("blk.0.attn_q.bias", GgmlType::F32, &[64]);

@@ -115,7 +115,7 @@ pub fn check_tensors(
                     arch,
                     name,
                     ty: info.ty,
-                    why: "a norm or bias vector (must be F32, F16 or BF16)",
+                    why: "a norm vector or a bias (must be F32, F16 or BF16)",
                 });
             }
             used.insert(info.name.as_str());
