@@ -10,6 +10,7 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::calibration::Drafted;
 use super::corpus::CorpusResult;
 use super::cross::CrossResult;
 use super::greedy::GreedyResult;
@@ -18,15 +19,30 @@ use super::sampling::SamplingCheck;
 use super::split::SplitResult;
 use super::taps::TapsResult;
 use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
-use super::{Check, Level};
+use super::tolerance::{Figure, Found};
+use super::{Check, Level, LimitsEntry, Results};
+use crate::compare::Path;
 
-/// What the registry keeps of a check (its [`Check`] constants).
+/// What the registry keeps of a check (its [`Check`] constants and its
+/// calibration rule).
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
     pub key: &'static str,
     pub level: Level,
     pub null_when_absent: bool,
     pub failures: &'static [&'static str],
+    pub limit_keys: &'static [&'static str],
+    pub figures: &'static [Figure],
+    /// [`Check::calibrate`].
+    pub calibrate: fn(&LimitsEntry) -> Result<Vec<Drafted>, String>,
+}
+
+/// The figure `--baseline` compares under `name` ([`Check::FIGURES`]).
+pub fn figure(name: &str) -> Option<Figure> {
+    ALL.iter()
+        .flat_map(|e| e.figures)
+        .find(|f| f.name == name)
+        .copied()
 }
 
 /// The names of the failures of the checks at `level`, in report order
@@ -62,6 +78,9 @@ macro_rules! registry {
             level: <$ty as Check>::LEVEL,
             null_when_absent: <$ty as Check>::NULL_WHEN_ABSENT,
             failures: <$ty as Check>::FAILURES,
+            limit_keys: <$ty as Check>::LIMIT_KEYS,
+            figures: <$ty as Check>::FIGURES,
+            calibrate: <$ty as Check>::calibrate,
         }),*];
 
         impl CheckResult {
@@ -96,6 +115,30 @@ macro_rules! registry {
             pub fn summary(&self) -> String {
                 match self {
                     $(CheckResult::$variant(x) => x.summary()),*
+                }
+            }
+
+            /// [`Check::against`].
+            pub fn against(&self) -> Option<Path> {
+                match self {
+                    $(CheckResult::$variant(x) => x.against()),*
+                }
+            }
+
+            /// [`Check::calibrated_as`].
+            pub fn calibrated_as(&self) -> Option<Results> {
+                match self {
+                    $(CheckResult::$variant(x) => x.calibrated_as()),*
+                }
+            }
+
+            /// [`Check::regressions`] against `baseline`, the same check's
+            /// result (none if it is another's).
+            pub fn regressions(&self, baseline: &CheckResult) -> Vec<Found> {
+                match (self, baseline) {
+                    $((CheckResult::$variant(x), CheckResult::$variant(b)) => x.regressions(b),)*
+                    #[allow(unreachable_patterns)]
+                    _ => Vec::new(),
                 }
             }
 
