@@ -17,9 +17,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::compare::checks::registry::ALL;
 use crate::compare::checks::thresholds::KEYS;
-use crate::compare::checks::{CheckResult, LimitsEntry, Measured};
+use crate::compare::checks::{CheckResult, LimitsEntry, Measured, ALL};
 use crate::compare::report::Report;
 use crate::compare::Path;
 

@@ -12,9 +12,10 @@
 //! and [`tolerance`].
 //!
 //! Adding a check: its file here (the result type, how it is measured, its
-//! `impl Check`), its line in [`registry`], and where the run measures it
-//! (`run/`); with limits, also their field in [`thresholds::Limits`] and
-//! their values in `ci/thresholds.toml`.
+//! `impl Check`), its `mod` line and its line in the registry below, and
+//! where the run measures it (`run/`); with limits, also their field in
+//! [`thresholds::Limits`] (and [`thresholds::KEYS`]) and their values in
+//! `ci/thresholds.toml`.
 
 pub mod calibration;
 pub mod corpus;
@@ -36,13 +37,30 @@ use std::borrow::Cow;
 use std::fmt::Debug;
 
 use serde::de::DeserializeOwned;
+use serde::ser::SerializeMap;
 use serde::Serialize;
 
 use crate::compare::{Failure, Path};
 use calibration::{Drafted, Rules, Worst};
-pub use registry::{CheckResult, Checks, ModelLevel, PromptLevel, Registered};
+use registry::Entry;
+pub use registry::{Checks, ModelLevel, PromptLevel, Registered};
 use thresholds::Limits;
 use tolerance::{Figure, Found};
+
+// Every check, in the order a report writes them: its module (above) and
+// its line here ([`registry::registry!`]).
+registry::registry! {
+    Tokens(tokens::PromptTokens),
+    Taps(taps::TapsResult),
+    Logits(logits::LogitsResult),
+    Greedy(greedy::GreedyResult),
+    Vs(cross::CrossResult),
+    Split(split::SplitResult),
+    Corpus(corpus::CorpusResult),
+    Tokenizer(tokens::CorpusCheck),
+    Chat(tokens::ChatCheck),
+    Sampling(sampling::SamplingCheck),
+}
 
 /// Where a check's result sits in the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

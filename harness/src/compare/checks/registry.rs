@@ -1,7 +1,10 @@
-//! Every check, one line each, in the order a report writes them: the
-//! [`CheckResult`] of each and the list of results a report holds
-//! ([`Checks`]), written to JSON as one key per check (`null`, or left out,
-//! where a check did not run, as [`Check::NULL_WHEN_ABSENT`] says).
+//! The registry of the checks: what [`registry!`] writes from the list in
+//! [`super`] (every check, one line each beside its `mod` line, in the
+//! order a report writes them: the [`CheckResult`] of each, the list
+//! [`ALL`] of what it keeps of each) and the list of results a report
+//! holds ([`Checks`]), written to JSON as one key per check (`null`, or
+//! left out, where a check did not run, as [`Check::NULL_WHEN_ABSENT`]
+//! says).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -11,17 +14,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::calibration::Drafted;
-use super::corpus::CorpusResult;
-use super::cross::CrossResult;
-use super::greedy::GreedyResult;
-use super::logits::LogitsResult;
-use super::sampling::SamplingCheck;
-use super::split::SplitResult;
-use super::taps::TapsResult;
-use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
-use super::tolerance::{Figure, Found};
-use super::{Check, Level, LimitsEntry, Results};
-use crate::compare::Path;
+use super::tolerance::Figure;
+use super::{Check, CheckResult, Level, LimitsEntry, ALL};
 
 /// What the registry keeps of a check (its [`Check`] constants and its
 /// calibration rule).
@@ -64,6 +58,9 @@ pub trait Registered: Sized {
 }
 
 /// The registry: `Variant(ResultType)`, each type implementing [`Check`].
+/// Invoked where the checks' modules are declared; the names it uses
+/// ([`Entry`], [`Registered`], `SerializeMap`, the [`Check`] trait's
+/// types) must be in scope there.
 macro_rules! registry {
     ($($variant:ident($ty:ty)),* $(,)?) => {
         /// One check's result.
@@ -188,19 +185,7 @@ macro_rules! registry {
         })*
     };
 }
-
-registry! {
-    Tokens(PromptTokens),
-    Taps(TapsResult),
-    Logits(LogitsResult),
-    Greedy(GreedyResult),
-    Vs(CrossResult),
-    Split(SplitResult),
-    Corpus(CorpusResult),
-    Tokenizer(CorpusCheck),
-    Chat(ChatCheck),
-    Sampling(SamplingCheck),
-}
+pub(crate) use registry;
 
 /// A level of the report, as a type ([`PromptLevel`], [`ModelLevel`]).
 pub trait AtLevel {
@@ -308,6 +293,9 @@ impl<'de, L: AtLevel> Deserialize<'de> for Checks<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::checks::cross::CrossResult;
+    use crate::compare::checks::split::SplitResult;
+    use crate::compare::checks::tokens::{ChatCheck, CorpusCheck};
     use crate::compare::report::Report;
     use crate::compare::sample;
 

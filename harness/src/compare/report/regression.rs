@@ -172,8 +172,8 @@ fn list(items: &[String], n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::checks::registry::ALL;
     use crate::compare::checks::tolerance::KLD_MEAN;
+    use crate::compare::checks::ALL;
 
     #[test]
     fn a_regression_reads_back_its_figure_by_name() {
