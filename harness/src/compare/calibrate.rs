@@ -1,133 +1,28 @@
 //! `harness calibrate`: limits for a model from what its paths measure.
-//! Every figure of a limits entry is the worst over the run's prompts
-//! times a headroom factor (default 4), rounded up to 1, 2 or 5 times a
-//! power of ten, with the measurement, where it was taken and the factor
-//! in a comment; the file parses as a `--thresholds` file.
+//! Each limits entry `[model.key]` holds what one path measured (every
+//! `hybrid:N` and expert-cache path is one `hybrid` entry, the worst over
+//! its splits, as the limits' lookup falls back to `hybrid` for any of
+//! them), or one path against the run's first (`gpu-vs-cpu`, the results
+//! a check is calibrated as: [`Check::calibrated_as`]). Every registered
+//! check draws its own limits in each entry by its rule
+//! ([`Check::calibrate`]: the worst figure times a headroom factor,
+//! default 4, rounded up to 1, 2 or 5 times a power of ten, with the
+//! measurement, where it was taken and the factor in a comment), and they
+//! are written in the order of [`KEYS`]; the file parses as a
+//! `--thresholds` file.
 //!
-//! The rules ci/thresholds.toml argues (its header comment):
-//! - on the `cpu` path, layer 0's taps that no re-quantized differing value
-//!   reaches (the embedding, the attention norm, Q/K/V, QK-norms, RoPE, the
-//!   attention output: [`EXACT_LAYER0`]) are held to 1e-10, the rest of
-//!   layer 0 to 1e-3. sharpi's CPU kernels quantize activations as
-//!   llama.cpp's do, so there only f32 summation order differs (measured
-//!   <= 2e-13). A measurement above such a rule is not hidden: the limit is
-//!   then measured x headroom and the comment says so;
-//! - other paths and path pairs get measured x headroom in layer 0 too,
-//!   with a floor of 1e-12 for figures measured 0;
-//! - `top1_min` is a gross-failure guard: the lowest agreement measured
-//!   less 0.15, in steps of 0.05 (the per-position check is `near_tie`);
-//! - the corpus (`[model.path.corpus]`, where a corpus base exists): KLD
-//!   mean and p99 at the worst times the headroom; `top1_min` the lowest
-//!   agreement less 0.05 ([`CORPUS_TOP1_MARGIN`]);
-//! - `near_tie`: 1.5 (ci/thresholds.toml: quantization noise moves logits
-//!   by 0.3-0.5 RMS; the largest disagreement seen was 0.68), or twice the
-//!   largest margin at a disagreement if that is more;
-//! - `routing_tie` (a mixture of experts): the widest near-tie at which a
-//!   path chose other experts than the reference (measured without a
-//!   bound, as every limit here), times the headroom; 0 when none did.
-//!
-//! Every `hybrid:N` and expert-cache path is one `hybrid` entry (and
-//! `hybrid-vs-FIRST`), the worst over its splits, as the limits' lookup
-//! falls back to `hybrid` for any of them.
+//! [`Check::calibrated_as`]: crate::compare::checks::Check::calibrated_as
+//! [`Check::calibrate`]: crate::compare::checks::Check::calibrate
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use crate::compare::checks::corpus::CorpusResult;
-use crate::compare::checks::cross::CrossResult;
-use crate::compare::checks::greedy::GreedyResult;
-use crate::compare::checks::logits::LogitsResult;
-use crate::compare::checks::routing::ROUTING_TIE;
-use crate::compare::checks::taps::TapsResult;
-use crate::compare::report::{PromptReport, Report};
+use crate::compare::checks::thresholds::KEYS;
+use crate::compare::checks::{CheckResult, LimitsEntry, Measured, ALL};
+use crate::compare::report::Report;
 use crate::compare::Path;
 
-/// Layer-0 taps held to `exact_layer0` on the cpu path.
-pub const EXACT_LAYER0: &[&str] = &[
-    "inp_scaled",
-    "attn_norm",
-    "Qcur",
-    "Kcur",
-    "Vcur",
-    "Qcur_normed",
-    "Kcur_normed",
-    "kqv_out",
-];
-
-/// How measurements become limits.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Rules {
-    pub headroom: f64,
-    /// The cpu path's [`EXACT_LAYER0`] taps.
-    pub exact_layer0: f64,
-    /// The cpu path's other layer-0 taps.
-    pub rest_layer0: f64,
-}
-
-impl Default for Rules {
-    fn default() -> Rules {
-        Rules {
-            headroom: 4.0,
-            exact_layer0: 1e-10,
-            rest_layer0: 1e-3,
-        }
-    }
-}
-
-/// Least limit of an NMSE (a figure measured 0).
-const NMSE_FLOOR: f64 = 1e-12;
-/// Least limit of a KL divergence.
-const KLD_FLOOR: f64 = 1e-9;
-const NEAR_TIE: f64 = 1.5;
-/// What the corpus's `top1_min` leaves below the lowest agreement
-/// measured: 0.05 is 13 of 255 positions (one chunk of 512), about three
-/// times the binomial spread of a 95 % agreement there.
-pub const CORPUS_TOP1_MARGIN: f64 = 0.05;
-
-/// `x` rounded up to 1, 2 or 5 times a power of ten.
-pub fn ceil125(x: f64) -> f64 {
-    if x <= 0.0 || !x.is_finite() {
-        return x;
-    }
-    let e = x.log10().floor() as i32;
-    for m in [1.0, 2.0, 5.0, 10.0] {
-        let v = m * 10f64.powi(e);
-        if v >= x * (1.0 - 1e-12) {
-            return v;
-        }
-    }
-    10f64.powi(e + 1)
-}
-
-/// A figure at its worst, and where.
-#[derive(Clone, Debug)]
-struct Worst {
-    value: f64,
-    at: String,
-}
-
-fn worst_of(items: impl Iterator<Item = (f64, String)>, higher_is_worse: bool) -> Option<Worst> {
-    let mut best: Option<Worst> = None;
-    for (value, at) in items {
-        let better = match &best {
-            None => true,
-            Some(w) if higher_is_worse => value > w.value,
-            Some(w) => value < w.value,
-        };
-        if better {
-            best = Some(Worst { value, at });
-        }
-    }
-    best
-}
-
-/// One measured result of a limits entry: where, its logits and taps.
-struct Measured<'a> {
-    at: String,
-    logits: &'a LogitsResult,
-    taps: Option<&'a TapsResult>,
-    greedy_margin: Option<f32>,
-}
+pub use crate::compare::checks::calibration::Rules;
 
 /// The entry key of a path: `cpu`, `gpu`, or `hybrid` for every split and
 /// expert-cache path.
@@ -138,379 +33,98 @@ fn entry_key(path: Path) -> String {
     }
 }
 
-/// A TOML key: bare when it can be.
-fn toml_key(k: &str) -> String {
-    if !k.is_empty()
-        && k.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        k.to_string()
-    } else {
-        format!("{k:?}")
-    }
-}
-
-fn sci(x: f64) -> String {
-    format!("{x:.2e}")
-}
-
-fn limit_text(x: f64) -> String {
-    format!("{x:.0e}")
-}
-
 /// Draws up the limits of every model in `report` (its first path's
 /// entry, each other path's and each against the first). Errors: a
 /// measurement that is not finite (a broken path cannot be calibrated).
 pub fn draft(report: &Report, rules: &Rules) -> Result<String, String> {
     let mut out = String::new();
     for m in &report.models {
+        // Entries in the order of the paths, each path's against the
+        // first after them; a prompt joins its path's entry when it holds
+        // the result of a check that has limits.
         let mut entries: BTreeMap<(usize, String), Vec<Measured>> = BTreeMap::new();
         for p in &m.prompts {
-            let at = |p: &PromptReport| match p.path {
-                Path::Cpu | Path::Gpu => p.prompt.clone(),
-                path => format!("{} {path}", p.prompt),
-            };
             let order = m.paths.iter().position(|x| *x == p.path).unwrap_or(0);
-            let greedy_margin = p
-                .checks
-                .get::<GreedyResult>()
-                .and_then(|g| g.mismatch.as_ref())
-                .and_then(|x| x.reference_margin_to_ours);
-            if let Some(l) = p.checks.get::<LogitsResult>() {
+            let limited = |r: &CheckResult| {
+                ALL.iter()
+                    .any(|e| e.key == r.key() && !e.limit_keys.is_empty())
+            };
+            if p.checks.iter().any(limited) {
                 entries
                     .entry((order, entry_key(p.path)))
                     .or_default()
                     .push(Measured {
-                        at: at(p),
-                        logits: l,
-                        taps: p.checks.get::<TapsResult>(),
-                        greedy_margin,
+                        prompt: &p.prompt,
+                        path: p.path,
+                        checks: Cow::Borrowed(&p.checks),
                     });
             }
-            if let Some(v) = p.checks.get::<CrossResult>() {
-                entries
-                    .entry((
-                        order + m.paths.len(),
-                        format!("{}-vs-{}", entry_key(p.path), entry_key(v.against)),
-                    ))
-                    .or_default()
-                    .push(Measured {
-                        at: at(p),
-                        logits: &v.logits,
-                        taps: v.taps.as_ref(),
-                        greedy_margin: None,
-                    });
-            }
-        }
-        let mut corpus: BTreeMap<String, Vec<(&CorpusResult, String)>> = BTreeMap::new();
-        for p in &m.prompts {
-            if let Some(c) = p.checks.get::<CorpusResult>() {
-                corpus
-                    .entry(entry_key(p.path))
-                    .or_default()
-                    .push((c, format!("{} {}", c.id, p.path)));
-            }
-        }
-        let mut done = std::collections::BTreeSet::new();
-        for ((_, key), ms) in &entries {
-            if done.insert(key.clone()) {
-                let same: Vec<&Measured> = entries
-                    .iter()
-                    .filter(|((_, k), _)| k == key)
-                    .flat_map(|(_, v)| v)
-                    .collect();
-                entry(&mut out, &m.id, key, &same, rules)?;
-                if let Some(cs) = corpus.remove(key) {
-                    corpus_entry(&mut out, &m.id, key, &cs, rules)?;
+            for r in p.checks.iter() {
+                if let (Some(against), Some(results)) = (r.against(), r.calibrated_as()) {
+                    entries
+                        .entry((
+                            order + m.paths.len(),
+                            format!("{}-vs-{}", entry_key(p.path), entry_key(against)),
+                        ))
+                        .or_default()
+                        .push(Measured {
+                            prompt: &p.prompt,
+                            path: p.path,
+                            checks: Cow::Owned(results.0),
+                        });
                 }
             }
-            let _ = ms;
         }
-        if let Some(key) = corpus.keys().next() {
-            return Err(format!(
-                "{} {key}: the corpus was measured without a prompt on that path; \
-                 calibrate it together with the prompts (its limits are a table of the path's entry)",
-                m.id
-            ));
+        // Every split of a key in one entry, where its first was.
+        let mut grouped: Vec<(String, Vec<Measured>)> = Vec::new();
+        for ((_, key), items) in entries {
+            match grouped.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.extend(items),
+                None => grouped.push((key, items)),
+            }
+        }
+        for (key, items) in grouped {
+            let entry = LimitsEntry {
+                model: &m.id,
+                key: &key,
+                rules,
+                items,
+            };
+            write_entry(&mut out, &entry)?;
         }
     }
     Ok(out)
 }
 
-/// The `[model.key.corpus]` table: KLD mean and p99 at the worst measured
-/// times the headroom; `top1_min` the lowest agreement less
-/// [`CORPUS_TOP1_MARGIN`], down to a multiple of 0.01.
-fn corpus_entry(
-    out: &mut String,
-    model: &str,
-    key: &str,
-    cs: &[(&CorpusResult, String)],
-    rules: &Rules,
-) -> Result<(), String> {
-    let h = rules.headroom;
-    let _ = writeln!(out, "[{}.{}.corpus]", toml_key(model), toml_key(key));
-    type Figure = fn(&CorpusResult) -> f64;
-    let figures: [(&str, Figure); 2] = [("kld_mean", |c| c.kld_mean), ("kld_p99", |c| c.kld_p99)];
-    for (name, f) in figures {
-        let w = worst_of(cs.iter().map(|(c, at)| (f(c), at.clone())), true)
-            .expect("a corpus entry has a measurement");
-        if !w.value.is_finite() {
-            return Err(format!(
-                "{model} {key}: corpus {name} measured {} ({}): a path that gives this cannot be calibrated",
-                w.value, w.at
-            ));
-        }
-        let lim = ceil125(w.value * h).max(KLD_FLOOR);
-        let _ = writeln!(
-            out,
-            "{name} = {}  # measured {} ({}), x{h}",
-            limit_text(lim),
-            sci(w.value),
-            w.at
-        );
+/// `[model.key]` and every check's limits in it, in the order of [`KEYS`].
+fn write_entry(out: &mut String, entry: &LimitsEntry) -> Result<(), String> {
+    let mut drafted = Vec::new();
+    for e in ALL {
+        drafted.extend((e.calibrate)(entry)?);
     }
-    let w = worst_of(cs.iter().map(|(c, at)| (c.top1, at.clone())), false)
-        .expect("a corpus entry has a measurement");
-    let top1 = (((w.value - CORPUS_TOP1_MARGIN) * 100.0).floor() / 100.0).clamp(0.0, 1.0);
-    let _ = writeln!(
-        out,
-        "top1_min = {top1:.2}  # measured {:.4} ({}), less {CORPUS_TOP1_MARGIN}\n",
-        w.value, w.at
-    );
-    Ok(())
-}
-
-fn entry(
-    out: &mut String,
-    model: &str,
-    key: &str,
-    ms: &[&Measured],
-    rules: &Rules,
-) -> Result<(), String> {
-    let h = rules.headroom;
-    let sect = format!("{}.{}", toml_key(model), toml_key(key));
-    let finite = |what: &str, w: &Worst| -> Result<(), String> {
-        if w.value.is_finite() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{model} {key}: {what} measured {} ({}): a path that gives this cannot be calibrated",
-                w.value, w.at
-            ))
-        }
+    let place = |key: &str| {
+        KEYS.iter()
+            .position(|k| *k == key)
+            .unwrap_or_else(|| panic!("{key}: not a key of the limits (thresholds::KEYS)"))
     };
-    let _ = writeln!(out, "[{sect}]");
-    let _ = writeln!(out, "# {} prompts measured", ms.len());
-    type Figure = fn(&LogitsResult) -> f64;
-    let figures: [(&str, Figure, f64); 3] = [
-        ("logits_nmse", |l| l.nmse, NMSE_FLOOR),
-        ("kld_mean", |l| l.kld.mean, KLD_FLOOR),
-        ("kld_max", |l| l.kld.max, KLD_FLOOR),
-    ];
-    for (name, f, floor) in figures {
-        let w = worst_of(ms.iter().map(|m| (f(m.logits), m.at.clone())), true)
-            .expect("an entry has a measurement");
-        finite(name, &w)?;
-        let lim = ceil125(w.value * h).max(floor);
-        let _ = writeln!(
-            out,
-            "{name} = {}  # measured {} ({}), x{h}",
-            limit_text(lim),
-            sci(w.value),
-            w.at
-        );
+    drafted.sort_by_key(|d| place(d.key));
+    out.push_str(&format!("[{}]\n", entry.table()));
+    for d in drafted {
+        out.push_str(&d.text);
     }
-    let w = worst_of(
-        ms.iter().map(|m| (m.logits.top1_rate(), m.at.clone())),
-        false,
-    )
-    .expect("an entry has a measurement");
-    let top1 = (((w.value - 0.15) / 0.05).floor() * 0.05).clamp(0.0, 1.0);
-    let _ = writeln!(
-        out,
-        "top1_min = {top1:.2}  # measured {:.3} ({}), less 0.15",
-        w.value, w.at
-    );
-    let margins = ms.iter().flat_map(|m| {
-        m.logits
-            .per_position
-            .iter()
-            .filter(|p| !p.top1)
-            .filter_map(|p| p.margin_to_ours)
-            .map(|x| (f64::from(x), m.at.clone()))
-            .chain(
-                m.greedy_margin
-                    .map(|x| (f64::from(x), format!("{} greedy", m.at))),
-            )
-    });
-    match worst_of(margins, true) {
-        Some(w) => {
-            let tie = NEAR_TIE.max((w.value * 20.0).ceil() / 10.0);
-            let _ = writeln!(
-                out,
-                "near_tie = {tie}  # largest margin at a disagreement {:.3} ({})",
-                w.value, w.at
-            );
-        }
-        None => {
-            let _ = writeln!(out, "near_tie = {NEAR_TIE}  # no disagreement measured");
-        }
-    }
-    // A mixture of experts: the widest near-tie that chose other experts.
-    let routed = ms
-        .iter()
-        .filter_map(|m| m.taps)
-        .any(|t| t.rows.iter().any(|r| r.name == "ffn_moe_topk"));
-    if routed {
-        let gaps = ms
-            .iter()
-            .filter_map(|m| Some((m.taps?.routing_set_gap?, m.at.clone())));
-        match worst_of(gaps, true) {
-            Some(w) => {
-                let _ = writeln!(
-                    out,
-                    "routing_tie = {}  # widest near-tie that chose other experts {} ({}), x{h}",
-                    limit_text(ceil125(w.value * h)),
-                    sci(w.value),
-                    w.at
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "routing_tie = 0  # no near-tie chose other experts: {ROUTING_TIE:.0e} of the larger alone"
-                );
-            }
-        }
-    }
-
-    // Taps: per name, layer 0 (and the whole-model taps before the first
-    // layer) apart from the rest.
-    let mut taps: BTreeMap<&str, Worst> = BTreeMap::new();
-    let mut first: BTreeMap<&str, Worst> = BTreeMap::new();
-    for m in ms {
-        let Some(t) = m.taps else { continue };
-        let mut seen_layer = false;
-        for row in &t.rows {
-            seen_layer |= row.layer.is_some();
-            let layer0 = row.layer == Some(0) || (row.layer.is_none() && !seen_layer);
-            let table = if layer0 { &mut first } else { &mut taps };
-            let at = match row.layer {
-                Some(l) => format!("{}, layer {l}", m.at),
-                None => m.at.clone(),
-            };
-            let w = Worst {
-                value: row.nmse,
-                at,
-            };
-            if !w.value.is_finite() {
-                finite(&format!("tap {}", row.name), &w)?;
-            }
-            match table.get(row.name.as_str()) {
-                Some(old) if old.value >= w.value => {}
-                _ => {
-                    table.insert(row.name.as_str(), w);
-                }
-            }
-        }
-    }
-    if taps.is_empty() && first.is_empty() {
-        let _ = writeln!(
-            out,
-            "taps = {{ default = 1e-2 }}  # no taps measured: a placeholder bound for taps of later captures\n"
-        );
-        return Ok(());
-    }
-    let limit = |w: &Worst| ceil125(w.value * h).max(NMSE_FLOOR);
-    let _ = writeln!(out, "\n[{sect}.taps]");
-    let default = taps.values().map(limit).fold(NMSE_FLOOR, f64::max);
-    let _ = writeln!(
-        out,
-        "default = {}  # the loosest below: a tap not measured here",
-        limit_text(default)
-    );
-    for (name, w) in &taps {
-        let _ = writeln!(
-            out,
-            "{} = {}  # measured {} ({}), x{h}",
-            toml_key(name),
-            limit_text(limit(w)),
-            sci(w.value),
-            w.at
-        );
-    }
-    if !first.is_empty() {
-        let _ = writeln!(out, "\n[{sect}.taps_layer0]");
-        let cpu = key == "cpu";
-        let layer0 = |name: &str, w: &Worst| -> (f64, String) {
-            let rule = if EXACT_LAYER0.contains(&name) {
-                rules.exact_layer0
-            } else {
-                rules.rest_layer0
-            };
-            if cpu && w.value * h <= rule {
-                (rule, format!("measured {} ({}), rule", sci(w.value), w.at))
-            } else if cpu {
-                (
-                    limit(w),
-                    format!(
-                        "measured {} ({}) is above the rule {} / x{h}: measured x{h}",
-                        sci(w.value),
-                        w.at,
-                        limit_text(rule)
-                    ),
-                )
-            } else {
-                (
-                    limit(w),
-                    format!("measured {} ({}), x{h}", sci(w.value), w.at),
-                )
-            }
-        };
-        let default = if cpu {
-            rules.rest_layer0
-        } else {
-            first.values().map(limit).fold(NMSE_FLOOR, f64::max)
-        };
-        let _ = writeln!(out, "default = {}", limit_text(default));
-        for (name, w) in &first {
-            let (lim, why) = layer0(name, w);
-            let _ = writeln!(out, "{} = {}  # {why}", toml_key(name), limit_text(lim));
-        }
-    }
-    out.push('\n');
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::checks::calibration::ceil125;
+    use crate::compare::checks::corpus::CorpusResult;
+    use crate::compare::checks::logits::LogitsResult;
+    use crate::compare::checks::taps::{TapsResult, EXACT_LAYER0};
+    use crate::compare::report::PromptReport;
     use crate::compare::sample;
     use crate::compare::Thresholds;
-
-    #[test]
-    fn ceil125_rounds_up_to_one_two_five() {
-        for (x, want) in [
-            (1.0, 1.0),
-            (1.01, 2.0),
-            (3.0, 5.0),
-            (6.0, 10.0),
-            (4.1e-3, 5e-3),
-            (2e-10, 2e-10),
-            (9.99e-7, 1e-6),
-        ] {
-            let got = ceil125(x);
-            assert!((got - want).abs() <= want * 1e-12, "{x}: {got} != {want}");
-        }
-        assert_eq!(ceil125(0.0), 0.0);
-    }
-
-    #[test]
-    fn keys_are_quoted_where_toml_needs_it() {
-        assert_eq!(toml_key("cpu"), "cpu");
-        assert_eq!(toml_key("gpu-vs-cpu"), "gpu-vs-cpu");
-        assert_eq!(toml_key("smollm2.q8_0"), "\"smollm2.q8_0\"");
-    }
 
     /// The drafted limits parse, hold every measurement they were drawn
     /// from, and follow the layer-0 rules.
@@ -634,5 +248,46 @@ mod tests {
             .retain(|q| q.checks.get::<CorpusResult>().is_some());
         let e = draft(&report, &Rules::default()).unwrap_err();
         assert!(e.contains("without a prompt"), "{e}");
+    }
+
+    /// Each check writes only limits it names ([`Check::LIMIT_KEYS`]),
+    /// each a key of [`KEYS`].
+    ///
+    /// [`Check::LIMIT_KEYS`]: crate::compare::checks::Check::LIMIT_KEYS
+    #[test]
+    fn each_check_drafts_its_own_keys() {
+        let report = sample::report();
+        let rules = Rules::default();
+        let m = &report.models[0];
+        let entry = LimitsEntry {
+            model: &m.id,
+            key: "cpu",
+            rules: &rules,
+            items: m
+                .prompts
+                .iter()
+                .map(|p| Measured {
+                    prompt: &p.prompt,
+                    path: p.path,
+                    checks: Cow::Borrowed(&p.checks),
+                })
+                .collect(),
+        };
+        let mut drafted = 0;
+        for e in ALL {
+            for d in (e.calibrate)(&entry).unwrap() {
+                assert!(KEYS.contains(&d.key), "{}: {}", e.key, d.key);
+                assert!(
+                    e.limit_keys
+                        .iter()
+                        .any(|k| k.split('.').next() == Some(d.key)),
+                    "{} drafts {}, not among its LIMIT_KEYS",
+                    e.key,
+                    d.key
+                );
+                drafted += 1;
+            }
+        }
+        assert!(drafted >= 6, "{drafted}");
     }
 }

@@ -10,9 +10,13 @@
 //! lower bound of the full KLD, which on SmolLM2 it follows within a few
 //! percent (docs/harness.md, "Corpus").
 
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 
-use super::{Check, Level};
+use super::calibration::{limit_text, measured_text, with_headroom, worst_of, Drafted, KLD_FLOOR};
+use super::tolerance::{top1_worse, Figure, Found, Reads, Rule, Tolerance, KLD_MEAN, TOP1};
+use super::{Check, Level, LimitsEntry};
 use crate::compare::sci;
 use crate::compare::Failure;
 use crate::metrics::{self, TopK};
@@ -221,6 +225,21 @@ pub fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     (1.0 - t) * sorted[i] + t * sorted[(i + 1).min(sorted.len() - 1)]
 }
 
+/// What the corpus's `top1_min` leaves below the lowest agreement
+/// measured: 0.05 is 13 of 255 positions (one chunk of 512), about three
+/// times the binomial spread of a 95 % agreement there.
+pub const CORPUS_TOP1_MARGIN: f64 = 0.05;
+
+/// The corpus's 99th-percentile KLD: +25%, floor 1e-6 nats.
+pub const KLD_P99: Figure = Figure {
+    name: "kld_p99",
+    reads: Reads::Sci,
+    rule: Rule::Grows(Tolerance {
+        factor: 1.25,
+        floor: 1e-6,
+    }),
+};
+
 impl Check for CorpusResult {
     const KEY: &'static str = "corpus";
     const LEVEL: Level = Level::Prompt;
@@ -228,10 +247,88 @@ impl Check for CorpusResult {
         "the next-token distributions over a real text's chunks against llama.cpp's base (KLD mean and p99, top-1, perplexity)";
     const LIMIT_KEYS: &'static [&'static str] =
         &["corpus.kld_mean", "corpus.kld_p99", "corpus.top1_min"];
-    const CALIBRATION: &'static str =
-        "each the worst over the run's paths times the headroom (top1_min: divided)";
-    const BASELINE: &'static str = "kld_mean: +10%; kld_p99: +25%; top1: lower";
     const NULL_WHEN_ABSENT: bool = false;
+
+    /// The `[model.key.corpus]` table: KLD mean and p99 at the worst
+    /// measured times the headroom; `top1_min` the lowest agreement less
+    /// [`CORPUS_TOP1_MARGIN`], down to a multiple of 0.01. Errors: a corpus
+    /// on a path without prompts (its table has no entry to join).
+    fn calibrate(entry: &LimitsEntry) -> Result<Vec<Drafted>, String> {
+        let cs: Vec<(&CorpusResult, String)> = entry
+            .results::<CorpusResult>()
+            .map(|(c, m)| (c, format!("{} {}", c.id, m.path)))
+            .collect();
+        if cs.is_empty() {
+            return Ok(Vec::new());
+        }
+        if cs.len() == entry.items.len() {
+            return Err(format!(
+                "{} {}: the corpus was measured without a prompt on that path; \
+                 calibrate it together with the prompts (its limits are a table of the path's entry)",
+                entry.model, entry.key
+            ));
+        }
+        let h = entry.rules.headroom;
+        let mut text = String::new();
+        let _ = writeln!(text, "[{}.corpus]", entry.table());
+        type Of = fn(&CorpusResult) -> f64;
+        let figures: [(&str, Of); 2] = [("kld_mean", |c| c.kld_mean), ("kld_p99", |c| c.kld_p99)];
+        for (name, f) in figures {
+            let w = worst_of(cs.iter().map(|(c, at)| (f(c), at.clone())), true)
+                .expect("a corpus entry has a measurement");
+            entry.finite(&format!("corpus {name}"), &w)?;
+            let _ = writeln!(
+                text,
+                "{name} = {}  # measured {} ({}), x{h}",
+                limit_text(with_headroom(w.value, entry.rules, KLD_FLOOR)),
+                measured_text(w.value),
+                w.at
+            );
+        }
+        let w = worst_of(cs.iter().map(|(c, at)| (c.top1, at.clone())), false)
+            .expect("a corpus entry has a measurement");
+        let top1 = (((w.value - CORPUS_TOP1_MARGIN) * 100.0).floor() / 100.0).clamp(0.0, 1.0);
+        let _ = writeln!(
+            text,
+            "top1_min = {top1:.2}  # measured {:.4} ({}), less {CORPUS_TOP1_MARGIN}\n",
+            w.value, w.at
+        );
+        Ok(vec![Drafted {
+            key: "corpus",
+            text,
+        }])
+    }
+
+    const FIGURES: &'static [Figure] = &[KLD_MEAN, KLD_P99, TOP1];
+
+    /// The corpus's KLD mean and p99, and its top-1 agreement.
+    fn regressions(&self, baseline: &CorpusResult) -> Vec<Found> {
+        let (b, n) = (baseline, self);
+        let mut out: Vec<Found> = [
+            Found::grown(KLD_MEAN, "corpus KLD mean", b.kld_mean, n.kld_mean),
+            Found::grown(KLD_P99, "corpus KLD p99", b.kld_p99, n.kld_p99),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let agree =
+            |c: &CorpusResult| ((c.top1 * c.positions as f64).round() as usize, c.positions);
+        if top1_worse(agree(b), agree(n)) {
+            out.push(Found {
+                figure: TOP1,
+                baseline: b.top1,
+                now: n.top1,
+                detail: format!(
+                    "corpus top-1 agreement {}/{} against {}/{} in the baseline",
+                    agree(n).0,
+                    n.positions,
+                    agree(b).0,
+                    b.positions
+                ),
+            });
+        }
+        out
+    }
 
     fn summary(&self) -> String {
         format!(
@@ -336,5 +433,36 @@ mod tests {
         assert!((percentile(&v, 0.99) - 3.96).abs() < 1e-12);
         assert_eq!(percentile(&v, 1.0), 4.0);
         assert!(percentile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn corpus_figures_regress_by_their_rules() {
+        let base = CorpusResult {
+            id: "corpus:t".into(),
+            text: "/t".into(),
+            source: "test".into(),
+            n_ctx: 512,
+            chunks: 1,
+            positions: 255,
+            kld_mean: 3e-3,
+            kld_p99: 1.4e-2,
+            kld_max: 2e-2,
+            top1: 237.0 / 255.0,
+            ppl: 16.4,
+            ppl_base: 16.3,
+            tokens_match: Some(true),
+            limits: None,
+        };
+        assert!(base.regressions(&base).is_empty());
+        let mut now = base.clone();
+        now.kld_mean = 3.2e-3; // +7%: within
+        now.kld_p99 = 1.8e-2; // +29%: worse
+        now.top1 = 236.0 / 255.0; // one position fewer
+        let found: Vec<&str> = now
+            .regressions(&base)
+            .into_iter()
+            .map(|f| f.figure.name)
+            .collect();
+        assert_eq!(found, ["kld_p99", "top1"]);
     }
 }

@@ -9,12 +9,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::logits::LogitsResult;
+use super::logits::{self, LogitsResult};
 use super::routing::Routing;
 use super::sink::OurTap;
 use super::taps::{self, Pairing, TapsResult};
 use super::thresholds::Limits;
-use super::{Check, Level};
+use super::tolerance::{self, Figure, Found};
+use super::{Check, Level, Results};
 use crate::compare::Path;
 use crate::compare::{within, Failure};
 use crate::reference::arrays::TopKTable;
@@ -110,10 +111,40 @@ impl Check for CrossResult {
         "gpu-vs-cpu.top1_min",
         "hybrid-vs-cpu.*",
     ];
-    const CALIBRATION: &'static str =
-        "as taps and logits, from the paths' figures against the first path";
-    const BASELINE: &'static str = "as taps and logits, the item being the path against the first";
     const NULL_WHEN_ABSENT: bool = true;
+
+    /// Its taps and logits, by their rules, in the entry `gpu-vs-cpu`.
+    fn calibrated_as(&self) -> Option<Results> {
+        let mut r = Results::default();
+        r.put(self.logits.clone());
+        if let Some(t) = &self.taps {
+            r.put(t.clone());
+        }
+        Some(r)
+    }
+
+    fn against(&self) -> Option<Path> {
+        Some(self.against)
+    }
+
+    const FIGURES: &'static [Figure] = &[
+        taps::TAP_NMSE,
+        taps::FIRST_DIVERGENCE,
+        logits::LOGITS_NMSE,
+        tolerance::KLD_MEAN,
+        logits::KLD_MAX,
+        tolerance::TOP1,
+    ];
+
+    /// Its taps' and logits' regressions, by their rules.
+    fn regressions(&self, baseline: &CrossResult) -> Vec<Found> {
+        let mut out = Vec::new();
+        if let (Some(b), Some(n)) = (&baseline.taps, &self.taps) {
+            out.extend(n.regressions(b));
+        }
+        out.extend(self.logits.regressions(&baseline.logits));
+        out
+    }
 
     /// Under "vs", each detail starting "against PATH: ".
     fn failures(&self, limits: &Limits) -> Vec<Failure> {

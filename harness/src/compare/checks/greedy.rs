@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::thresholds::Limits;
+use super::tolerance::{Figure, Found, Reads, Rule};
 use super::{Check, Level};
 use crate::compare::Failure;
 use crate::metrics;
@@ -131,15 +132,40 @@ pub fn run<'r>(
     Ok(out)
 }
 
+/// The greedy steps that agree: fewer is worse.
+pub const GREEDY: Figure = Figure {
+    name: "greedy",
+    reads: Reads::Steps,
+    rule: Rule::Words("fewer steps agree"),
+};
+
 impl Check for GreedyResult {
     const KEY: &'static str = "greedy";
     const LEVEL: Level = Level::Prompt;
     const MEASURES: &'static str =
         "our greedy continuation against llama.cpp's, near-ties told apart from failures";
+    /// Shared with the logits, whose rule draws it from the margins at
+    /// the disagreements of both ([`super::logits::NEAR_TIE`]).
     const LIMIT_KEYS: &'static [&'static str] = &["near_tie"];
-    const CALIBRATION: &'static str = "near_tie: the largest accepted margin times the headroom";
-    const BASELINE: &'static str = "greedy: fewer agreeing steps";
     const NULL_WHEN_ABSENT: bool = true;
+    const FIGURES: &'static [Figure] = &[GREEDY];
+
+    /// Fewer agreeing steps, of the steps both runs compared.
+    fn regressions(&self, baseline: &GreedyResult) -> Vec<Found> {
+        let held_to = baseline.agree.min(self.compared);
+        if self.agree >= held_to {
+            return Vec::new();
+        }
+        vec![Found {
+            figure: GREEDY,
+            baseline: baseline.agree as f64,
+            now: self.agree as f64,
+            detail: format!(
+                "greedy continuation agrees for {} step(s) against {} in the baseline",
+                self.agree, baseline.agree
+            ),
+        }]
+    }
 
     fn failures(&self, limits: &Limits) -> Vec<Failure> {
         if self.outcome != Outcome::Diverged {
@@ -261,5 +287,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!((r.compared, r.agree, r.outcome), (2, 2, Outcome::Agree));
+    }
+
+    #[test]
+    fn fewer_agreeing_steps_of_those_both_compared() {
+        let g = |agree, compared| GreedyResult {
+            reference_len: 32,
+            compared,
+            agree,
+            outcome: Outcome::Agree,
+            mismatch: None,
+            ours: Vec::new(),
+        };
+        assert_eq!(g(4, 32).regressions(&g(5, 32)).len(), 1);
+        assert!(g(5, 32).regressions(&g(5, 32)).is_empty());
+        // Only the steps both compared: 2 of 2 against 5 of 32 is not worse.
+        assert!(g(2, 2).regressions(&g(5, 32)).is_empty());
+        assert_eq!(g(1, 32).regressions(&g(2, 2)).len(), 1);
     }
 }

@@ -1,10 +1,17 @@
 //! Logits: the last prompt position's whole vector, and at every prompt
 //! position the next-token distribution against the captured top-64.
 
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 
+use super::calibration::{
+    limit_text, measured_text, with_headroom, worst_of, Drafted, KLD_FLOOR, NMSE_FLOOR,
+};
+use super::greedy::GreedyResult;
 use super::thresholds::Limits;
-use super::{Check, Level};
+use super::tolerance::{top1_worse, Figure, Found, Reads, Rule, Tolerance, KLD_MEAN, TOP1};
+use super::{Check, Level, LimitsEntry};
 use crate::compare::{sci, within, Failure};
 use crate::metrics::{self, Summary, TopK};
 use crate::reference::TopKRow;
@@ -136,6 +143,27 @@ pub fn summarize(
     }
 }
 
+/// The least `near_tie` `harness calibrate` proposes.
+pub const NEAR_TIE: f64 = 1.5;
+
+/// Last-position logits NMSE: 2x, floor 1e-12.
+pub const LOGITS_NMSE: Figure = Figure {
+    name: "logits_nmse",
+    reads: Reads::Sci,
+    rule: Rule::Grows(Tolerance {
+        factor: 2.0,
+        floor: 1e-12,
+    }),
+};
+/// KLD max over a prompt's positions: +25%, floor 1e-6 nats.
+pub const KLD_MAX: Figure = Figure {
+    name: "kld_max",
+    reads: Reads::Sci,
+    rule: Rule::Grows(Tolerance {
+        factor: 1.25,
+        floor: 1e-6,
+    }),
+};
 impl Check for LogitsResult {
     const KEY: &'static str = "logits";
     const LEVEL: Level = Level::Prompt;
@@ -143,10 +171,6 @@ impl Check for LogitsResult {
         "NMSE of the last position's logits; KL divergence and top-1 agreement at every prompt position";
     const LIMIT_KEYS: &'static [&'static str] =
         &["logits_nmse", "kld_mean", "kld_max", "top1_min", "near_tie"];
-    const CALIBRATION: &'static str =
-        "each the worst over the run's prompts times the headroom (top1_min: the lowest, divided)";
-    const BASELINE: &'static str =
-        "logits_nmse: 2x; kld_mean: +10%; kld_max: +25%; top1: fewer positions agree";
     const FAILURES: &'static [&'static str] = &["logits_nmse", "kld_mean", "kld_max", "top1"];
     const NULL_WHEN_ABSENT: bool = true;
 
@@ -226,6 +250,112 @@ impl Check for LogitsResult {
         out
     }
 
+    /// `logits_nmse`, `kld_mean`, `kld_max`: the worst over the entry's
+    /// prompts times the headroom; `top1_min` a gross-failure guard, the
+    /// lowest agreement less 0.15 in steps of 0.05 (the per-position check
+    /// is `near_tie`); `near_tie` [`NEAR_TIE`] (quantization noise moves
+    /// logits by 0.3-0.5 RMS; the largest disagreement seen was 0.68), or
+    /// twice the largest margin at a disagreement (at a prompt position or
+    /// a greedy step) if that is more.
+    fn calibrate(entry: &LimitsEntry) -> Result<Vec<Drafted>, String> {
+        let ms: Vec<(&LogitsResult, String)> = entry
+            .results::<LogitsResult>()
+            .map(|(l, m)| (l, m.at()))
+            .collect();
+        if ms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let h = entry.rules.headroom;
+        let mut out = Vec::new();
+        type Of = fn(&LogitsResult) -> f64;
+        let figures: [(&str, Of, f64); 3] = [
+            ("logits_nmse", |l| l.nmse, NMSE_FLOOR),
+            ("kld_mean", |l| l.kld.mean, KLD_FLOOR),
+            ("kld_max", |l| l.kld.max, KLD_FLOOR),
+        ];
+        for (name, f, floor) in figures {
+            let w = worst_of(ms.iter().map(|(l, at)| (f(l), at.clone())), true)
+                .expect("an entry has a measurement");
+            entry.finite(name, &w)?;
+            let mut text = String::new();
+            if name == "logits_nmse" {
+                let _ = writeln!(text, "# {} prompts measured", ms.len());
+            }
+            let _ = writeln!(
+                text,
+                "{name} = {}  # measured {} ({}), x{h}",
+                limit_text(with_headroom(w.value, entry.rules, floor)),
+                measured_text(w.value),
+                w.at
+            );
+            out.push(Drafted { key: name, text });
+        }
+        let w = worst_of(ms.iter().map(|(l, at)| (l.top1_rate(), at.clone())), false)
+            .expect("an entry has a measurement");
+        let top1 = (((w.value - 0.15) / 0.05).floor() * 0.05).clamp(0.0, 1.0);
+        out.push(Drafted {
+            key: "top1_min",
+            text: format!(
+                "top1_min = {top1:.2}  # measured {:.3} ({}), less 0.15\n",
+                w.value, w.at
+            ),
+        });
+        let margins = entry.results::<LogitsResult>().flat_map(|(l, m)| {
+            let greedy = m
+                .get::<GreedyResult>()
+                .and_then(|g| g.mismatch.as_ref())
+                .and_then(|x| x.reference_margin_to_ours);
+            l.per_position
+                .iter()
+                .filter(|p| !p.top1)
+                .filter_map(|p| p.margin_to_ours)
+                .map(|x| (f64::from(x), m.at()))
+                .chain(greedy.map(|x| (f64::from(x), format!("{} greedy", m.at()))))
+        });
+        let text = match worst_of(margins, true) {
+            Some(w) => {
+                let tie = NEAR_TIE.max((w.value * 20.0).ceil() / 10.0);
+                format!(
+                    "near_tie = {tie}  # largest margin at a disagreement {:.3} ({})\n",
+                    w.value, w.at
+                )
+            }
+            None => format!("near_tie = {NEAR_TIE}  # no disagreement measured\n"),
+        };
+        out.push(Drafted {
+            key: "near_tie",
+            text,
+        });
+        Ok(out)
+    }
+
+    const FIGURES: &'static [Figure] = &[LOGITS_NMSE, KLD_MEAN, KLD_MAX, TOP1];
+
+    /// Logits NMSE, KLD mean and max, top-1 agreement.
+    fn regressions(&self, baseline: &LogitsResult) -> Vec<Found> {
+        let (b, n) = (baseline, self);
+        let mut out: Vec<Found> = [
+            Found::grown(LOGITS_NMSE, "last-position logits NMSE", b.nmse, n.nmse),
+            Found::grown(KLD_MEAN, "KLD mean", b.kld.mean, n.kld.mean),
+            Found::grown(KLD_MAX, "KLD max", b.kld.max, n.kld.max),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if top1_worse((b.top1_agree, b.positions), (n.top1_agree, n.positions)) {
+            out.push(Found {
+                figure: TOP1,
+                baseline: b.top1_rate(),
+                now: n.top1_rate(),
+                detail: format!(
+                    "top-1 agreement {}/{} against {}/{} in the baseline",
+                    n.top1_agree, n.positions, b.top1_agree, b.positions
+                ),
+            });
+        }
+        out
+    }
+
     fn summary(&self) -> String {
         format!(
             "NMSE {}, KLD mean {}, max {}, top-1 {}/{}",
@@ -262,5 +392,35 @@ mod tests {
             summarize(&reference, &reference, vec![other], 0.5).top1_near_ties,
             0
         );
+    }
+
+    #[test]
+    fn figures_worse_beyond_their_tolerances() {
+        use crate::compare::sample;
+        let tol = |f: Figure| match f.rule {
+            Rule::Grows(t) => t,
+            _ => panic!("{}", f.name),
+        };
+        assert!(!tol(KLD_MAX).worse(1e-2, 1.24e-2));
+        assert!(tol(KLD_MAX).worse(1e-2, 1.26e-2));
+        assert!(!tol(LOGITS_NMSE).worse(1e-2, 1e-5));
+        assert!(tol(LOGITS_NMSE).worse(1e-3, f64::NAN));
+        assert_eq!(KLD_MEAN.rule(), "+10% (floor 1e-6)");
+        let base = sample::report().models[0].prompts[0]
+            .checks
+            .get::<LogitsResult>()
+            .unwrap()
+            .clone();
+        assert!(base.top1_agree > 0);
+        assert!(base.regressions(&base).is_empty());
+        let mut worse = base.clone();
+        worse.nmse = base.nmse.max(1e-12) * 3.0;
+        worse.top1_agree -= 1;
+        let found: Vec<&str> = worse
+            .regressions(&base)
+            .iter()
+            .map(|f| f.figure.name)
+            .collect();
+        assert_eq!(found, ["logits_nmse", "top1"]);
     }
 }

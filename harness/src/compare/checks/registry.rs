@@ -1,7 +1,10 @@
-//! Every check, one line each, in the order a report writes them: the
-//! [`CheckResult`] of each and the list of results a report holds
-//! ([`Checks`]), written to JSON as one key per check (`null`, or left out,
-//! where a check did not run, as [`Check::NULL_WHEN_ABSENT`] says).
+//! The registry of the checks: what [`registry!`] writes from the list in
+//! [`super`] (every check, one line each beside its `mod` line, in the
+//! order a report writes them: the [`CheckResult`] of each, the list
+//! [`ALL`] of what it keeps of each) and the list of results a report
+//! holds ([`Checks`]), written to JSON as one key per check (`null`, or
+//! left out, where a check did not run, as [`Check::NULL_WHEN_ABSENT`]
+//! says).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -10,23 +13,30 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::corpus::CorpusResult;
-use super::cross::CrossResult;
-use super::greedy::GreedyResult;
-use super::logits::LogitsResult;
-use super::sampling::SamplingCheck;
-use super::split::SplitResult;
-use super::taps::TapsResult;
-use super::tokens::{ChatCheck, CorpusCheck, PromptTokens};
-use super::{Check, Level};
+use super::calibration::Drafted;
+use super::tolerance::Figure;
+use super::{Check, CheckResult, Level, LimitsEntry, ALL};
 
-/// What the registry keeps of a check (its [`Check`] constants).
+/// What the registry keeps of a check (its [`Check`] constants and its
+/// calibration rule).
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
     pub key: &'static str,
     pub level: Level,
     pub null_when_absent: bool,
     pub failures: &'static [&'static str],
+    pub limit_keys: &'static [&'static str],
+    pub figures: &'static [Figure],
+    /// [`Check::calibrate`].
+    pub calibrate: fn(&LimitsEntry) -> Result<Vec<Drafted>, String>,
+}
+
+/// The figure `--baseline` compares under `name` ([`Check::FIGURES`]).
+pub fn figure(name: &str) -> Option<Figure> {
+    ALL.iter()
+        .flat_map(|e| e.figures)
+        .find(|f| f.name == name)
+        .copied()
 }
 
 /// The names of the failures of the checks at `level`, in report order
@@ -48,6 +58,9 @@ pub trait Registered: Sized {
 }
 
 /// The registry: `Variant(ResultType)`, each type implementing [`Check`].
+/// Invoked where the checks' modules are declared; the names it uses
+/// ([`Entry`], [`Registered`], `SerializeMap`, the [`Check`] trait's
+/// types) must be in scope there.
 macro_rules! registry {
     ($($variant:ident($ty:ty)),* $(,)?) => {
         /// One check's result.
@@ -62,6 +75,9 @@ macro_rules! registry {
             level: <$ty as Check>::LEVEL,
             null_when_absent: <$ty as Check>::NULL_WHEN_ABSENT,
             failures: <$ty as Check>::FAILURES,
+            limit_keys: <$ty as Check>::LIMIT_KEYS,
+            figures: <$ty as Check>::FIGURES,
+            calibrate: <$ty as Check>::calibrate,
         }),*];
 
         impl CheckResult {
@@ -96,6 +112,30 @@ macro_rules! registry {
             pub fn summary(&self) -> String {
                 match self {
                     $(CheckResult::$variant(x) => x.summary()),*
+                }
+            }
+
+            /// [`Check::against`].
+            pub fn against(&self) -> Option<Path> {
+                match self {
+                    $(CheckResult::$variant(x) => x.against()),*
+                }
+            }
+
+            /// [`Check::calibrated_as`].
+            pub fn calibrated_as(&self) -> Option<Results> {
+                match self {
+                    $(CheckResult::$variant(x) => x.calibrated_as()),*
+                }
+            }
+
+            /// [`Check::regressions`] against `baseline`, the same check's
+            /// result (none if it is another's).
+            pub fn regressions(&self, baseline: &CheckResult) -> Vec<Found> {
+                match (self, baseline) {
+                    $((CheckResult::$variant(x), CheckResult::$variant(b)) => x.regressions(b),)*
+                    #[allow(unreachable_patterns)]
+                    _ => Vec::new(),
                 }
             }
 
@@ -145,19 +185,7 @@ macro_rules! registry {
         })*
     };
 }
-
-registry! {
-    Tokens(PromptTokens),
-    Taps(TapsResult),
-    Logits(LogitsResult),
-    Greedy(GreedyResult),
-    Vs(CrossResult),
-    Split(SplitResult),
-    Corpus(CorpusResult),
-    Tokenizer(CorpusCheck),
-    Chat(ChatCheck),
-    Sampling(SamplingCheck),
-}
+pub(crate) use registry;
 
 /// A level of the report, as a type ([`PromptLevel`], [`ModelLevel`]).
 pub trait AtLevel {
@@ -265,6 +293,9 @@ impl<'de, L: AtLevel> Deserialize<'de> for Checks<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::checks::cross::CrossResult;
+    use crate::compare::checks::split::SplitResult;
+    use crate::compare::checks::tokens::{ChatCheck, CorpusCheck};
     use crate::compare::report::Report;
     use crate::compare::sample;
 

@@ -251,8 +251,6 @@ impl Check for SamplingCheck {
     const MEASURES: &'static str =
         "the sampler against llama.cpp's chain on the captured logits: every stage's candidates and every draw";
     const LIMIT_KEYS: &'static [&'static str] = &[];
-    const CALIBRATION: &'static str = "none: exact (ties of equal logits told apart)";
-    const BASELINE: &'static str = "not compared (exact)";
     const NULL_WHEN_ABSENT: bool = false;
 
     fn summary(&self) -> String {

@@ -91,8 +91,6 @@ impl Check for SplitResult {
     const MEASURES: &'static str =
         "a hybrid:N path's taps up to layer N's attn_norm against the gpu path's, at rounding";
     const LIMIT_KEYS: &'static [&'static str] = &[];
-    const CALIBRATION: &'static str = "none: held to SPLIT_NMSE (1e-12), measured 0";
-    const BASELINE: &'static str = "not compared";
     const NULL_WHEN_ABSENT: bool = false;
 
     fn failures(&self, _limits: &Limits) -> Vec<Failure> {

@@ -33,6 +33,21 @@ use serde::{Deserialize, Serialize};
 use super::corpus::CorpusLimits;
 use crate::compare::Path;
 
+/// The keys of a [`Limits`] entry, its fields in order: the order `harness
+/// calibrate` writes the checks' limits in.
+pub const KEYS: &[&str] = &[
+    "logits_nmse",
+    "kld_mean",
+    "kld_max",
+    "top1_min",
+    "near_tie",
+    "routing_tie",
+    "taps",
+    "taps_layer0",
+    "corpus",
+    "exact",
+];
+
 /// The limits of one model on one path. Every one is an upper bound
 /// except `top1_min`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -299,5 +314,30 @@ taps = { default = 0.1 }
         )
         .unwrap_err();
         assert!(e.contains("near_ties"), "{e}");
+    }
+
+    #[test]
+    fn keys_are_the_fields_of_limits_in_order() {
+        let t = Thresholds::parse(TEXT, "t").unwrap();
+        let mut limits = t.limits("m", Path::Cpu).unwrap().clone();
+        limits.corpus = Some(CorpusLimits {
+            kld_mean: 1.0,
+            kld_p99: 1.0,
+            top1_min: 0.5,
+        });
+        limits.exact = true;
+        let json = serde_json::to_string(&limits).unwrap();
+        let fields = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
+            .unwrap()
+            .len();
+        assert_eq!(fields, KEYS.len(), "{json}");
+        let at: Vec<usize> = KEYS
+            .iter()
+            .map(|k| {
+                json.find(&format!("\"{k}\":"))
+                    .unwrap_or_else(|| panic!("{k}"))
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{json}");
     }
 }

@@ -363,8 +363,6 @@ impl Check for PromptTokens {
     const MEASURES: &'static str =
         "the prompt tokenized by us (chat prompts through our template) against the captured ids";
     const LIMIT_KEYS: &'static [&'static str] = &[];
-    const CALIBRATION: &'static str = "none: exact";
-    const BASELINE: &'static str = "not compared (exact)";
     const NULL_WHEN_ABSENT: bool = true;
 
     fn summary(&self) -> String {
@@ -385,8 +383,6 @@ impl Check for CorpusCheck {
     const MEASURES: &'static str =
         "the tokenizer corpus, every line and the whole text, parse_special off and on";
     const LIMIT_KEYS: &'static [&'static str] = &[];
-    const CALIBRATION: &'static str = "none: exact";
-    const BASELINE: &'static str = "not compared (exact)";
     const NULL_WHEN_ABSENT: bool = true;
 
     fn summary(&self) -> String {
@@ -405,8 +401,6 @@ impl Check for ChatCheck {
     const LEVEL: Level = Level::Model;
     const MEASURES: &'static str = "the chat-template renders, byte for byte";
     const LIMIT_KEYS: &'static [&'static str] = &[];
-    const CALIBRATION: &'static str = "none: exact";
-    const BASELINE: &'static str = "not compared (exact)";
     const NULL_WHEN_ABSENT: bool = true;
 
     fn summary(&self) -> String {

@@ -1,21 +1,15 @@
 //! `harness compare --baseline OLD.json`: every figure of this run held
-//! against the same item's figure in an earlier report, by the rules of
-//! [`super::regression`], to see what got worse even where it is still
+//! against the same item's figure in an earlier report, by each check's
+//! rule ([`Check::regressions`](crate::compare::checks::Check::regressions);
+//! [`super::regression`]), to see what got worse even where it is still
 //! within its limit. Items are matched by model, prompt and path; items
 //! present in only one report are listed, not failed.
 
-use crate::compare::checks::corpus::CorpusResult;
-use crate::compare::checks::cross::CrossResult;
-use crate::compare::checks::greedy::GreedyResult;
-use crate::compare::checks::logits::LogitsResult;
-use crate::compare::checks::taps::TapsResult;
 use std::collections::HashMap;
 
-use super::regression::{
-    corpus_regressions, cross_regressions, greedy_regression, item_key, logits_regressions,
-    taps_regressions, BaselineComparison, Figure, Regression,
-};
+use super::regression::{item_key, BaselineComparison, Regression, VALIDATION};
 use super::{PromptReport, Report};
+use crate::compare::checks::tolerance::Found;
 use crate::compare::{Failure, Path};
 
 /// Reads a baseline report (`compare --json`); the error is one line.
@@ -127,80 +121,48 @@ pub fn compare(now: &Report, baseline: &Report) -> (Vec<Regression>, Vec<String>
     (regressions, only_here, only_baseline)
 }
 
-/// The regressions of one prompt on one path (and of that path against
-/// the first path).
+/// The regressions of one prompt on one path: those of each check
+/// against llama.cpp (in the registry's order), then more validation
+/// messages, then those of each check against another path (that path
+/// against the first: an item of its own).
 pub fn prompt_regressions(baseline: &PromptReport, now: &PromptReport) -> Vec<Regression> {
-    let mut found: Vec<(Option<Path>, Figure, f64, f64, String)> = Vec::new();
-    if let (Some(b), Some(n)) = (
-        baseline.checks.get::<TapsResult>(),
-        now.checks.get::<TapsResult>(),
-    ) {
-        found.extend(
-            taps_regressions(b, n)
-                .into_iter()
-                .map(|(f, b, n, d)| (None, f, b, n, d)),
-        );
-    }
-    if let (Some(b), Some(n)) = (
-        baseline.checks.get::<LogitsResult>(),
-        now.checks.get::<LogitsResult>(),
-    ) {
-        found.extend(
-            logits_regressions(b, n)
-                .into_iter()
-                .map(|(f, b, n, d)| (None, f, b, n, d)),
-        );
-    }
-    if let (Some(b), Some(n)) = (
-        baseline.checks.get::<CorpusResult>(),
-        now.checks.get::<CorpusResult>(),
-    ) {
-        found.extend(
-            corpus_regressions(b, n)
-                .into_iter()
-                .map(|(f, b, n, d)| (None, f, b, n, d)),
-        );
-    }
-    if let (Some(b), Some(n)) = (
-        baseline.checks.get::<GreedyResult>(),
-        now.checks.get::<GreedyResult>(),
-    ) {
-        if let Some(r) = greedy_regression(b, n) {
-            found.push((None, Figure::Greedy, b.agree as f64, n.agree as f64, r));
+    let mut found: Vec<(Option<Path>, Found)> = Vec::new();
+    let of_checks = |against_path: bool, found: &mut Vec<(Option<Path>, Found)>| {
+        for n in now.checks.iter() {
+            if n.against().is_some() != against_path {
+                continue;
+            }
+            if let Some(b) = baseline.checks.iter().find(|b| b.key() == n.key()) {
+                found.extend(n.regressions(b).into_iter().map(|f| (n.against(), f)));
+            }
         }
-    }
+    };
+    of_checks(false, &mut found);
     if let (Some(b), Some(n)) = (baseline.validation_messages, now.validation_messages) {
         if n > b {
             found.push((
                 None,
-                Figure::Validation,
-                b as f64,
-                n as f64,
-                format!("{n} validation messages against {b}"),
+                Found {
+                    figure: VALIDATION,
+                    baseline: b as f64,
+                    now: n as f64,
+                    detail: format!("{n} validation messages against {b}"),
+                },
             ));
         }
     }
-    if let (Some(b), Some(n)) = (
-        baseline.checks.get::<CrossResult>(),
-        now.checks.get::<CrossResult>(),
-    ) {
-        found.extend(
-            cross_regressions(b, n)
-                .into_iter()
-                .map(|(f, bv, nv, d)| (Some(n.against), f, bv, nv, d)),
-        );
-    }
+    of_checks(true, &mut found);
     found
         .into_iter()
-        .map(|(against, figure, b, n, detail)| Regression {
+        .map(|(against, f)| Regression {
             model: now.model.clone(),
             prompt: now.prompt.clone(),
             path: now.path,
             against,
-            figure,
-            baseline: b,
-            now: n,
-            detail,
+            figure: f.figure,
+            baseline: f.baseline,
+            now: f.now,
+            detail: f.detail,
         })
         .collect()
 }
@@ -208,6 +170,9 @@ pub fn prompt_regressions(baseline: &PromptReport, now: &PromptReport) -> Vec<Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::checks::cross::CrossResult;
+    use crate::compare::checks::greedy::GreedyResult;
+    use crate::compare::checks::logits::{LogitsResult, LOGITS_NMSE};
     use crate::compare::sample;
 
     #[test]
@@ -272,7 +237,7 @@ mod tests {
         let (regressions, _, _) = compare(&now, &baseline);
         assert_eq!(regressions.len(), 1);
         assert_eq!(regressions[0].item(), "smol/capital/gpu~cpu");
-        assert_eq!(regressions[0].figure, Figure::LogitsNmse);
+        assert_eq!(regressions[0].figure, LOGITS_NMSE);
     }
 
     #[test]

@@ -268,10 +268,6 @@ impl Report {
         out
     }
 
-    /// The rows of the terminal table, its header first: one per model ×
-    /// prompt × path (and one per path against the first path), then the
-    /// model-level rows (tokenizer corpus, chat renders, skipped); with a
-    /// baseline, a last column "vs baseline" (the figures worse, or `new`).
     /// Per model run on the CPU path, its profile: exact (held to zero)
     /// or calibrated, with why.
     fn profile_lines(&self) -> Vec<String> {
@@ -291,43 +287,34 @@ impl Report {
             .collect()
     }
 
+    /// The rows of the terminal table, its header first: one per model ×
+    /// prompt × path (and one per path against the first path), then the
+    /// model-level rows (tokenizer corpus, chat renders, skipped); with a
+    /// baseline, a last column "vs baseline" (the figures worse, or `new`).
     pub fn table_rows(&self) -> Vec<Vec<String>> {
-        let mut rows = self.check_rows();
-        if let Some(b) = &self.baseline {
-            rows[0].push("vs baseline".into());
-            for (row, key) in rows.iter_mut().skip(1).zip(self.row_keys()) {
+        let rows = self.check_rows();
+        let Some(b) = &self.baseline else {
+            return rows.into_iter().map(|(row, _)| row).collect();
+        };
+        let mut rows = rows.into_iter();
+        let mut header = rows.next().expect("the header").0;
+        header.push("vs baseline".into());
+        std::iter::once(header)
+            .chain(rows.map(|(mut row, key)| {
                 row.push(match key {
                     None => String::new(),
                     Some((p, against)) => baseline_cell(b, p, against),
                 });
-            }
-        }
-        rows
+                row
+            }))
+            .collect()
     }
 
-    /// The prompt and path (and the path it is against) of each row of
-    /// [`Report::check_rows`] after the header (None: a model-level row).
-    fn row_keys(&self) -> Vec<Option<(&PromptReport, Option<Path>)>> {
-        let mut keys = Vec::new();
-        for m in &self.models {
-            for p in &m.prompts {
-                keys.push(Some((p, None)));
-                if let Some(v) = p.checks.get::<CrossResult>() {
-                    keys.push(Some((p, Some(v.against))));
-                }
-            }
-            let model_rows = m.checks.iter().count()
-                + usize::from(
-                    m.skipped.is_some() || (m.prompts.is_empty() && !m.failures.is_empty()),
-                );
-            keys.extend(std::iter::repeat_n(None, model_rows));
-        }
-        keys
-    }
-
-    /// The table's rows without the baseline column.
-    fn check_rows(&self) -> Vec<Vec<String>> {
-        let mut rows: Vec<Vec<String>> = vec![[
+    /// The table's rows without the baseline column, each with the item
+    /// the baseline compares there: the prompt and path, and the path it
+    /// is against (None: the header, a split row, a model-level row).
+    fn check_rows(&self) -> Vec<(Vec<String>, Option<RowItem<'_>>)> {
+        let header = [
             "model",
             "prompt",
             "path",
@@ -341,29 +328,34 @@ impl Report {
             "result",
         ]
         .map(String::from)
-        .to_vec()];
+        .to_vec();
+        let mut rows = vec![(header, None)];
         for m in &self.models {
             for p in &m.prompts {
-                rows.push(prompt_row(p));
+                rows.push((prompt_row(p), Some((p, None))));
                 if let Some(v) = p.checks.get::<CrossResult>() {
-                    rows.push(cross_row(p, v));
+                    rows.push((cross_row(p, v), Some((p, Some(v.against)))));
                 }
                 if let Some(s) = p.checks.get::<SplitResult>() {
-                    rows.push(split_row(p, s));
+                    rows.push((split_row(p, s), None));
                 }
             }
             for c in m.checks.iter() {
-                rows.push(model_row(&m.id, c.label(), c.summary(), c.passed()));
+                rows.push((model_row(&m.id, c.label(), c.summary(), c.passed()), None));
             }
             if let Some(why) = &m.skipped {
-                rows.push(model_row(&m.id, "-", format!("skipped: {why}"), true));
+                rows.push((model_row(&m.id, "-", format!("skipped: {why}"), true), None));
             } else if m.prompts.is_empty() && !m.failures.is_empty() {
-                rows.push(model_row(&m.id, "-", "not run".into(), false));
+                rows.push((model_row(&m.id, "-", "not run".into(), false), None));
             }
         }
         rows
     }
 }
+
+/// What the baseline compares on a row of the table: a prompt on a path,
+/// and the path it is against (None: llama.cpp).
+type RowItem<'a> = (&'a PromptReport, Option<Path>);
 
 /// The "vs baseline" cell of a row: `ok`, the figures worse, or `new`
 /// (not in the baseline).
@@ -594,36 +586,5 @@ fn totals(ps: &[&PromptReport]) -> Option<Totals> {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::compare::checks::logits::LogitsResult;
-    use crate::compare::{report::baseline, sample};
-
-    #[test]
-    fn the_baseline_column_sits_on_its_rows() {
-        let old = sample::report();
-        assert!(!old.table_rows()[0].contains(&"vs baseline".to_string()));
-        let mut r = old.clone();
-        r.models[0].prompts[1]
-            .checks
-            .get_mut::<LogitsResult>()
-            .unwrap()
-            .kld
-            .mean *= 2.0;
-        baseline::apply(&mut r, &old, "old.json", false);
-        let rows = r.table_rows();
-        let last: Vec<&str> = rows.iter().map(|r| r.last().unwrap().as_str()).collect();
-        // Header; cpu; gpu (worse); gpu~cpu; tokenizer; chat; mamba skipped.
-        assert_eq!(
-            last,
-            ["vs baseline", "ok", "WORSE: kld_mean", "ok", "", "", ""]
-        );
-        assert_eq!(rows[2][2], "gpu");
-        assert_eq!(rows[3][2], "gpu~cpu");
-        let table = r.table();
-        assert!(table.contains("1 figure worse than the baseline old.json (commit ):"));
-        assert!(table.contains("smol/capital/gpu: kld_mean: KLD mean"));
-        assert!(table.contains(
-            "\nfirst divergence: smol / capital / gpu against llama.cpp / layer 1, l_out"
-        ));
-    }
-}
+#[path = "mod_tests.rs"]
+mod tests;
