@@ -24,6 +24,7 @@
 
 use super::super::hazard::Access;
 use super::super::GpuWeight;
+use super::pass::Ctx;
 use super::window::Window;
 use super::{allowed, overlaps, post_counter, read_u32, Fused, Rule};
 use super::{Bind, VulkanBackend};
@@ -79,7 +80,7 @@ impl Kind {
 
 /// A family's variants, or (`sg`) their twins whose reductions end in
 /// subgroup shuffles (`SG_RED` of `shaders/matvec.comp`).
-fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
+pub(super) fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
     use shaders::by_type as t;
     match (kind, sg) {
         (Kind::Quant, false) => &t::MATVEC_Q,
@@ -101,12 +102,6 @@ fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
         (Kind::NormOutRope, true) => &t::MATVEC_NORM_OUT_ROPE_SG,
         (Kind::Multi, true) => &t::MATVEC_NORM_MULTI_SG,
     }
-}
-
-/// A family's plain variants (tests).
-#[cfg(test)]
-pub(super) fn family_for_tests(kind: Kind) -> &'static [Option<&'static Shader>] {
-    family(kind, false)
 }
 
 /// The variants of a family that `b` dispatches.
@@ -285,7 +280,9 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
         }
     }
     let last = b.last_dispatch()?;
-    if last.shader.index != shaders::RMS_NORM_W.index {
+    if last.shader.index != shaders::RMS_NORM_W.index
+        || super::norm::add_norm_takes(&b.cmds, b.cmds.len() - 1, &Ctx::of(b))
+    {
         return None;
     }
     let field = |at: usize| read_u32(last.push, at);
