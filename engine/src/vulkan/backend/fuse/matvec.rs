@@ -24,7 +24,7 @@
 
 use super::super::hazard::Access;
 use super::super::GpuWeight;
-use super::pass::Ctx;
+use super::list::Ctx;
 use super::window::Window;
 use super::{allowed, overlaps, post_counter, read_u32, Fused, Rule};
 use super::{Bind, VulkanBackend};

@@ -38,6 +38,7 @@
 //! keep the rules that would replace it from running.
 
 mod ffn;
+mod list;
 mod matvec;
 mod matvec_rope;
 mod norm;
@@ -50,9 +51,9 @@ mod rope_kv;
 mod unfused;
 mod window;
 
+use list::overlaps;
 pub(super) use matvec::{matvec, subgroups_supported, NormPrologue};
 pub(super) use pass::run as pass;
-use pass::overlaps;
 pub use unfused::Unfused;
 
 use super::{Bind, VulkanBackend};

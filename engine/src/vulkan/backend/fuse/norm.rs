@@ -20,7 +20,7 @@
 //! ADD variant too).
 
 use super::super::cmd::{Cmd, Op};
-use super::pass::{Ctx, Fusion, List};
+use super::list::{Ctx, Fusion, List};
 use super::{overlaps, Rule};
 use crate::fault;
 use crate::vulkan::push::BinaryPush;

@@ -27,7 +27,7 @@
 //! `engine/tests/vulkan_norm_rope.rs`).
 
 use super::super::cmd::{Cmd, Op};
-use super::pass::{Ctx, Fusion, List};
+use super::list::{Ctx, Fusion, List};
 use super::{Bind, Rule};
 use crate::vulkan::push::{NormRopePush, NORM_BYTES};
 use crate::vulkan::{shaders, PushConstants};

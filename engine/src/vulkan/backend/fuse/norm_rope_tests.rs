@@ -14,7 +14,12 @@ fn norm(out: &Bind, group: u32) -> Cmd {
     };
     let (x, w) = (bind(out.buf - 2, 0, 64), bind(out.buf + 20, 0, 32));
     let binds = [x, out.clone(), w];
-    tagged(Op::RmsNorm(push), &shaders::RMS_NORM_W, &binds, push.as_bytes())
+    tagged(
+        Op::RmsNorm(push),
+        &shaders::RMS_NORM_W,
+        &binds,
+        push.as_bytes(),
+    )
 }
 
 fn rope(x: &Bind, head_dim: u32, half_rot: u32) -> Cmd {
@@ -36,7 +41,12 @@ fn scale(x: &Bind) -> Cmd {
         a: 0.25,
         ..UnaryPush::default()
     };
-    tagged(Op::Scale(0.25), &shaders::UNARY, &[x.clone()], push.as_bytes())
+    tagged(
+        Op::Scale(0.25),
+        &shaders::UNARY,
+        std::slice::from_ref(x),
+        push.as_bytes(),
+    )
 }
 
 fn write(x: &Bind, cache: &Bind, width: u32) -> Cmd {
@@ -58,7 +68,10 @@ fn norm_rope_takes_the_rope_of_its_output_read_ahead() {
     // q's and k's chains interleaved, as a layer records them.
     let cmds = [norm(&q, 8), norm(&k, 8), rope(&q, 8, 4), rope(&k, 8, 4)];
     let (c, takes) = fused_at(norm_rope, &cmds, 0).expect("matches");
-    assert_eq!((parts(&c).0.index, takes), (shaders::NORM_ROPE.index, vec![2]));
+    assert_eq!(
+        (parts(&c).0.index, takes),
+        (shaders::NORM_ROPE.index, vec![2])
+    );
     // A partial rotation, an odd number of pairs, heads other than the
     // norm's groups, a RoPE of part of the output.
     for r in [rope(&q, 8, 2), rope(&q, 6, 3), rope(&q, 16, 8)] {
@@ -94,7 +107,10 @@ fn norm_rope_goes_on_to_the_scale_and_the_cache_write() {
     let takes = |cmds: &[Cmd], ctx: &Ctx| norm_rope(&List::new(cmds), 0, ctx).unwrap().takes;
     let on = Ctx::for_tests();
     let w = || write(&k, &cache, 16);
-    assert_eq!(takes(&[norm(&k, 8), rope(&k, 8, 4), w(), scale(&k)], &on), [1, 2]);
+    assert_eq!(
+        takes(&[norm(&k, 8), rope(&k, 8, 4), w(), scale(&k)], &on),
+        [1, 2]
+    );
     assert_eq!(takes(&[norm(&k, 8), rope(&k, 8, 4), w(), w()], &on), [1, 2]);
     let narrow = write(&k, &cache, 8);
     assert_eq!(takes(&[norm(&k, 8), rope(&k, 8, 4), narrow], &on), [1]);

@@ -24,7 +24,12 @@ fn norm(x: &Bind, out: &Bind, w: &Bind) -> Cmd {
         ..RmsNormPush::default()
     };
     let binds = [x.clone(), out.clone(), w.clone()];
-    tagged(Op::RmsNorm(push), &shaders::RMS_NORM_W, &binds, push.as_bytes())
+    tagged(
+        Op::RmsNorm(push),
+        &shaders::RMS_NORM_W,
+        &binds,
+        push.as_bytes(),
+    )
 }
 
 #[test]
@@ -38,7 +43,10 @@ fn add_norm_takes_the_norm_of_the_sum_after_an_add_in_place() {
     let cmds = [add(&x, &y), norm(&x, &out, &w)];
     let (c, takes) = fused_at(add_norm, &cmds, 0).expect("matches");
     let (shader, binds, push) = parts(&c);
-    assert_eq!((shader.index, takes), (shaders::ADD_RMS_NORM_W.index, vec![1]));
+    assert_eq!(
+        (shader.index, takes),
+        (shaders::ADD_RMS_NORM_W.index, vec![1])
+    );
     assert_eq!(binds, [x.clone(), out.clone(), w.clone(), y.clone()]);
     assert_eq!(read_u32(&push, 24), 8, "the addend's offset");
     assert!(add_norm_takes(&cmds, 1, &Ctx::for_tests()));
@@ -62,7 +70,10 @@ fn norm_add_takes_the_add_of_a_post_norm_in_place_after_it() {
     let cmds = [norm(&y, &y, &w), add(&x, &y)];
     let (c, takes) = fused_at(norm_add, &cmds, 0).expect("matches");
     let (shader, binds, push) = parts(&c);
-    assert_eq!((shader.index, takes), (shaders::RMS_NORM_W_ADD_TO.index, vec![1]));
+    assert_eq!(
+        (shader.index, takes),
+        (shaders::RMS_NORM_W_ADD_TO.index, vec![1])
+    );
     assert_eq!(binds, [y.clone(), y.clone(), w.clone(), x.clone()]);
     assert_eq!(read_u32(&push, 24), 4, "the residual's offset");
     // Not in place; the add's target overlapping the norm's rows; an add

@@ -20,9 +20,9 @@
 use super::super::cmd::{Cmd, Op};
 use super::super::hazard::Access;
 use super::super::INBOX;
+use super::list::{Ctx, Fusion, List};
 use super::matvec::{family, kind_of, Kind};
 use super::matvec_rope::{pairs_whole, read_epi};
-use super::pass::{Ctx, Fusion, List};
 use super::{overlaps, read_u32, Bind, Rule};
 use crate::fault;
 use crate::vulkan::push::{

@@ -21,7 +21,7 @@
 //! fused kernels' variants whose f16 scale is truncated.
 
 use super::super::cmd::{Cmd, Op};
-use super::pass::{Ctx, Fusion, List};
+use super::list::{Ctx, Fusion, List};
 use super::{overlaps, read_u32};
 use crate::fault;
 use crate::ggml_type::GgmlType;
@@ -37,7 +37,10 @@ const _: () = {
 
 /// The quantization right after command `i`: its format, the row it
 /// reads, its blocks and their first word.
-fn quantize_after(list: &List, i: usize) -> Option<(usize, GgmlType, super::Bind, super::Bind, u32)> {
+fn quantize_after(
+    list: &List,
+    i: usize,
+) -> Option<(usize, GgmlType, super::Bind, super::Bind, u32)> {
     let j = list.next(i)?;
     let q = list.at(j)?;
     let Op::Quantize { fmt, push } = q.op else {
@@ -68,10 +71,7 @@ pub(super) fn norm_quant(list: &List, i: usize, _: &Ctx) -> Option<Fusion> {
     // Bindings x, out, w, then the quantized blocks (and the addend last).
     let mut binds = norm.binds();
     let (src, dst) = (&binds[0], &binds[1]);
-    if *dst != x
-        || overlaps(src, dst)
-        || !group.is_multiple_of(32)
-        || group > MAX_FUSED_QUANT_GROUP
+    if *dst != x || overlaps(src, dst) || !group.is_multiple_of(32) || group > MAX_FUSED_QUANT_GROUP
     {
         return None;
     }

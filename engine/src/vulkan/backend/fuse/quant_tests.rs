@@ -50,8 +50,14 @@ fn norm_quant_takes_the_quantization_of_the_norm_output_after_it() {
     // Q8_K; another row; a command between; a norm in place; a group of
     // no whole blocks or over the shared-memory limit; no weight.
     let no = |cmds: &[Cmd]| fused_at(norm_quant, cmds, 0).is_none();
-    assert!(no(&[norm(&x, &xn, 64), quantize(GgmlType::Q8_K, &xn, &q, 7)]));
-    assert!(no(&[norm(&x, &xn, 64), quantize(GgmlType::Q8_0, &x, &q, 7)]));
+    assert!(no(&[
+        norm(&x, &xn, 64),
+        quantize(GgmlType::Q8_K, &xn, &q, 7)
+    ]));
+    assert!(no(&[
+        norm(&x, &xn, 64),
+        quantize(GgmlType::Q8_0, &x, &q, 7)
+    ]));
     let between = dispatch(&shaders::UNARY, &[bind(8, 0, 4)], &[0; 20]);
     assert!(no(&[
         norm(&x, &xn, 64),
@@ -102,7 +108,15 @@ fn glu_quant_takes_the_quantization_of_the_unit_output_after_it() {
     let no = |cmds: &[Cmd]| fused_at(glu_quant, cmds, 0).is_none();
     let part = bind(3, 0, 192);
     let glu48 = unit(BinaryOp::Glu(GluKind::GeGluTanh), &part);
-    assert!(fused_at(glu_quant, &[glu48.clone(), quantize(GgmlType::Q8_1, &bind(3, 0, 256), &q, 0)], 0).is_none());
+    assert!(fused_at(
+        glu_quant,
+        &[
+            glu48.clone(),
+            quantize(GgmlType::Q8_1, &bind(3, 0, 256), &q, 0)
+        ],
+        0
+    )
+    .is_none());
     assert!(no(&[glu48, quantize(GgmlType::Q8_1, &part, &q, 0)]));
     assert!(no(&[swiglu(), quantize(GgmlType::Q8_1, &y, &q, 0)]));
     assert!(no(&[swiglu(), quantize(GgmlType::Q8_K, &x, &q, 0)]));

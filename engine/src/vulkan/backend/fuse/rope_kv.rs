@@ -6,7 +6,7 @@
 //! turns all of each head (n_rot = head_dim) in an even number of pairs.
 
 use super::super::cmd::{Cmd, Op};
-use super::pass::{Ctx, Fusion, List};
+use super::list::{Ctx, Fusion, List};
 use super::Bind;
 use crate::vulkan::shaders;
 

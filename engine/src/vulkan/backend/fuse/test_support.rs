@@ -2,7 +2,7 @@
 //! (the accesses from the shader's bindings), with no device.
 
 pub(super) use super::super::cmd::{Cmd, Op};
-pub(super) use super::pass::{Ctx, List};
+pub(super) use super::list::{Ctx, List};
 use super::Bind;
 use crate::vulkan::Shader;
 
@@ -40,7 +40,7 @@ pub(super) fn copy(src: u32, dst: u32, size: u64) -> Cmd {
 /// The kernel a rule gives at command `i` of `cmds` with every rule on,
 /// and the commands it takes in.
 pub(super) fn fused_at(
-    rule: fn(&List, usize, &Ctx) -> Option<super::pass::Fusion>,
+    rule: fn(&List, usize, &Ctx) -> Option<super::list::Fusion>,
     cmds: &[Cmd],
     i: usize,
 ) -> Option<(Cmd, Vec<usize>)> {
@@ -49,6 +49,6 @@ pub(super) fn fused_at(
 
 /// The shader, bindings and push bytes of dispatch `c`.
 pub(super) fn parts(c: &Cmd) -> (&'static Shader, Vec<Bind>, Vec<u8>) {
-    let d = super::pass::dispatch_of(c).expect("a dispatch");
+    let d = super::list::dispatch_of(c).expect("a dispatch");
     (d.shader, d.binds(), d.push.to_vec())
 }

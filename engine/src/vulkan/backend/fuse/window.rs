@@ -4,7 +4,7 @@
 
 use super::super::cmd::Cmd;
 use super::super::VulkanBackend;
-use super::pass::{dispatch_of, Dispatch};
+use super::list::{dispatch_of, Dispatch};
 use super::Bind;
 use crate::vulkan::Shader;
 
