@@ -79,12 +79,6 @@ impl VulkanBackend {
         self.window().last()
     }
 
-    /// The command recorded `back` commands before the last one, when it
-    /// is a dispatch.
-    pub(in super::super) fn dispatch_back(&self, back: usize) -> Option<Dispatch<'_>> {
-        self.window().back(back)
-    }
-
     /// The bindings, push bytes and workgroups of command `i`, a dispatch
     /// (one a rule found and records again in place).
     pub(in super::super) fn dispatch_parts(&self, i: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
