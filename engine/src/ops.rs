@@ -515,6 +515,12 @@ pub trait Ops: Send {
         (0, 0)
     }
 
+    /// Dispatches submitted so far (a GPU backend; 0 otherwise): the
+    /// decode fusions' tests count them.
+    fn dispatches(&self) -> usize {
+        0
+    }
+
     // ---- memory, at load time ------------------------------------------
 
     /// Prepares a weight (CPU: keeps a reference to the mapped bytes; a GPU

@@ -55,3 +55,5 @@ mod vulkan_norm_rope;
 mod vulkan_quantize;
 #[path = "vulkan_replay.rs"]
 mod vulkan_replay;
+#[path = "vulkan_unfuse.rs"]
+mod vulkan_unfuse;

@@ -74,6 +74,11 @@ impl Devices {
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
+    /// Dispatches of every device so far ([`Ops::dispatches`]).
+    pub fn dispatches(&self) -> usize {
+        self.backends.iter().map(|b| b.dispatches()).sum()
+    }
+
     /// The worker team a forward pass runs in: that of the first device in
     /// use that has one (see [`Ops::workers`]). Backends on other teams
     /// still work from inside it, through a hand-off per op.

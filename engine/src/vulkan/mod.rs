@@ -53,8 +53,8 @@ mod transfer;
 mod validation;
 
 pub use backend::{
-    attention_partial_bytes, twin_bytes, CombinePush, KernelLayout, Unfused, VulkanBackend,
-    VulkanOptions, VulkanStats,
+    attention_partial_bytes, twin_bytes, CombinePush, KernelLayout, Rule, Unfused, VulkanBackend,
+    VulkanOptions, VulkanStats, RULES,
 };
 pub use context::{Context, ContextOptions};
 pub use device::list_devices;

@@ -699,19 +699,6 @@ pub(crate) fn binary_code(op: BinaryOp) -> u32 {
     }
 }
 
-/// Whether a dispatch of `shader` with push-constant bytes `push` is a
-/// gated unit (SwiGLU, GeGLU).
-pub(crate) fn is_glu(shader: &Shader, push: &[u8]) -> bool {
-    let at = std::mem::offset_of!(BinaryPush, op);
-    let code = push
-        .get(at..at + 4)
-        .map(|c| u32::from_ne_bytes(c.try_into().expect("four bytes")));
-    shader.index == shaders::BINARY.index
-        && [GluKind::SwiGlu, GluKind::GeGluTanh]
-            .into_iter()
-            .any(|k| code == Some(binary_code(BinaryOp::Glu(k))))
-}
-
 /// Whether a dispatch of `shader` with push-constant bytes `push` is an add
 /// (the residual add before a norm, which fault `missing-barrier` targets).
 pub(crate) fn is_add(shader: &Shader, push: &[u8]) -> bool {

@@ -2,12 +2,46 @@
 //! byte ranges each reads and writes.
 
 use super::hazard::Access;
-use crate::vulkan::{Shader, Stages};
+use super::Bind;
+use crate::ggml_type::GgmlType;
+use crate::ops::{GluKind, KvType};
+use crate::vulkan::push::{KvWritePush, QuantizePush, RmsNormPush, RopePush};
+use crate::vulkan::{BindingAccess, Shader, Stages};
+
+/// What a plain dispatch computes, as the decode fusion pass reads it
+/// (`fuse/pass.rs`): each op file records its kernel with the tag of its
+/// op, and the rules match these tags (with the dispatch's bindings)
+/// instead of guessing from shaders and push bytes. Every other dispatch,
+/// a fused one included, is [`Op::Other`]: no rule looks into it by its
+/// tag.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Op {
+    /// `x += y` (`binary.comp`; bindings x, y, x).
+    Add,
+    /// `x = glu(x, y)` (`binary.comp`; bindings x, y, x).
+    Glu(GluKind),
+    /// `x *= s` (`unary.comp`; binding x).
+    Scale(f32),
+    /// An RMS norm with its weight (`rms_norm.comp` W; bindings x, out, w).
+    RmsNorm(RmsNormPush),
+    /// A RoPE in place (`rope.comp`; bindings x, inbox step).
+    Rope(RopePush),
+    /// A cache write of rows (`kv_write.comp`; bindings src, cache, inbox
+    /// step).
+    KvWrite { ty: KvType, push: KvWritePush },
+    /// The quantization of an activation row for the integer products
+    /// (`quantize_act.comp`; bindings x, blocks).
+    Quantize { fmt: GgmlType, push: QuantizePush },
+    /// Anything else.
+    Other,
+}
 
 /// One recorded command.
 #[derive(Clone, PartialEq)]
 pub(super) enum Cmd {
     Dispatch {
+        /// The op, for the fusion pass.
+        op: Op,
         shader: ShaderRef,
         /// Buffer slot per binding.
         bufs: Vec<u32>,
@@ -48,6 +82,53 @@ impl std::ops::Deref for ShaderRef {
 }
 
 impl Cmd {
+    /// A dispatch of `shader` with `binds` at bindings 0.. and `push`, over
+    /// `groups` workgroups, tagged `op` (the accesses from the shader's
+    /// bindings).
+    ///
+    /// # Panics
+    /// When the bindings or push constants do not match the shader (a bug in
+    /// the op's or rule's code).
+    pub(super) fn dispatch(
+        op: Op,
+        shader: &'static Shader,
+        binds: &[Bind],
+        push: Vec<u8>,
+        groups: [u32; 3],
+    ) -> Cmd {
+        assert_eq!(
+            binds.len(),
+            shader.bindings.len(),
+            "{}: {} bindings for {}",
+            shader.name,
+            binds.len(),
+            shader.bindings.len()
+        );
+        assert_eq!(
+            push.len(),
+            shader.push_constant_size as usize,
+            "{}: push-constant size",
+            shader.name
+        );
+        let access = binds
+            .iter()
+            .zip(shader.bindings)
+            .map(|(b, how)| Access {
+                buf: b.buf,
+                range: b.bytes.clone(),
+                write: !matches!(how, BindingAccess::Read),
+            })
+            .collect();
+        Cmd::Dispatch {
+            op,
+            shader: ShaderRef(shader),
+            bufs: binds.iter().map(|b| b.buf).collect(),
+            push,
+            groups,
+            access,
+        }
+    }
+
     /// The pipeline stage the command runs in.
     pub(super) fn stage(&self) -> Stages {
         match self {

@@ -51,8 +51,7 @@ use super::{
 };
 use crate::ops::{BackendError, Ops};
 pub use crate::vulkan::push::CombinePush;
-use cmd::Cmd;
-use hazard::Access;
+use cmd::{Cmd, Op};
 pub use op_attention::attention_partial_bytes;
 pub use op_quantize::twin_bytes;
 use resources::Slot;
@@ -286,10 +285,6 @@ impl VulkanBackend {
     #[doc(hidden)]
     pub fn set_fusion(&mut self, rule: Rule, on: bool) {
         self.fuse.off.set(rule, !on);
-        // A kept recording was merged, or not, as the Q/K/V switch was.
-        if rule == Rule::Qkv {
-            self.replay = None;
-        }
     }
 
     /// Turns the decode matvec's fusions (`fuse/matvec.rs`) on (the
@@ -488,49 +483,37 @@ impl VulkanBackend {
         push: Vec<u8>,
         groups: [u32; 3],
     ) {
-        assert_eq!(
-            binds.len(),
-            shader.bindings.len(),
-            "{}: {} bindings for {}",
-            shader.name,
-            binds.len(),
-            shader.bindings.len()
-        );
-        assert_eq!(
-            push.len(),
-            shader.push_constant_size as usize,
-            "{}: push-constant size",
-            shader.name
-        );
-        let access = binds
-            .iter()
-            .zip(shader.bindings)
-            .map(|(b, how)| {
-                assert!(
-                    b.bytes.end <= self.slots[b.buf as usize].usable || b.buf == INBOX,
-                    "{}: binding range {:?} beyond buffer {}'s {} bytes",
-                    shader.name,
-                    b.bytes,
-                    b.buf,
-                    self.slots[b.buf as usize].usable
-                );
-                Access {
-                    buf: b.buf,
-                    range: b.bytes.clone(),
-                    write: !matches!(how, super::BindingAccess::Read),
-                }
-            })
-            .collect();
+        self.dispatch_op(Op::Other, shader, binds, push, groups);
+    }
+
+    /// [`dispatch_bytes`](Self::dispatch_bytes) of a plain kernel tagged
+    /// with its op, for the fusion pass ([`cmd::Op`]).
+    ///
+    /// # Panics
+    /// As `dispatch`, and when a binding reaches past its buffer.
+    fn dispatch_op(
+        &mut self,
+        op: Op,
+        shader: &'static Shader,
+        binds: &[Bind],
+        push: Vec<u8>,
+        groups: [u32; 3],
+    ) {
+        let cmd = Cmd::dispatch(op, shader, binds, push, groups);
+        for b in binds {
+            assert!(
+                b.bytes.end <= self.slots[b.buf as usize].usable || b.buf == INBOX,
+                "{}: binding range {:?} beyond buffer {}'s {} bytes",
+                shader.name,
+                b.bytes,
+                b.buf,
+                self.slots[b.buf as usize].usable
+            );
+        }
         if groups.contains(&0) {
             return;
         }
-        self.cmds.push(Cmd::Dispatch {
-            shader: cmd::ShaderRef(shader),
-            bufs: binds.iter().map(|b| b.buf).collect(),
-            push,
-            groups,
-            access,
-        });
+        self.cmds.push(cmd);
     }
 
     /// Workgroups for a 1-D problem of `n` invocations of `shader` (spilling

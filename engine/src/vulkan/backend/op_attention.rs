@@ -24,6 +24,7 @@
 //! commands are then the same at every position, and a recorded step
 //! replays ([`super::replay`]).
 
+use super::cmd::Op;
 use super::fuse;
 use super::{Bind, Cmd, GpuKv, KernelLayout, VulkanBackend};
 use crate::fault;
@@ -270,10 +271,11 @@ fn write_rows(b: &mut VulkanBackend, kv: &GpuKv, buf: u32, width: usize, src: Ac
         pos_at,
     };
     let groups = b.groups_1d(shader, invocations as u64);
-    b.dispatch(
+    b.dispatch_op(
+        Op::KvWrite { ty: kv.ty, push },
         shader,
         &[Bind::act(src), dst, Bind::step(pos_at)],
-        &push,
+        push.as_bytes().to_vec(),
         groups,
     );
 }

@@ -2,13 +2,14 @@
 //! one shader per family, the op a push constant: [`binary`]
 //! (`shaders/binary.comp`) and [`unary`] (`shaders/unary.comp`).
 
+use super::cmd::Op;
 use super::fuse;
 use super::{Bind, VulkanBackend};
 use crate::ggml_type::GgmlType;
 use crate::op_codes;
 use crate::ops::{Act, BinaryOp, RopeParams, RopeStyle, UnaryOp, Weight};
 use crate::vulkan::push::{binary_code, RmsNormPush, RopePush, UnaryPush};
-use crate::vulkan::{shaders, BinaryPush};
+use crate::vulkan::{shaders, BinaryPush, PushConstants};
 
 /// An element offset as the shaders take it.
 fn offset(a: Act) -> u32 {
@@ -43,11 +44,17 @@ pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
         out_offset: offset(x),
         op: binary_code(op),
     };
+    let tag = match op {
+        BinaryOp::Add => Op::Add,
+        BinaryOp::Glu(kind) => Op::Glu(kind),
+        BinaryOp::Mul => Op::Other,
+    };
     let groups = b.groups_1d(&shaders::BINARY, u64::from(n));
-    b.dispatch(
+    b.dispatch_op(
+        tag,
         &shaders::BINARY,
         &[Bind::act(x), Bind::act(y), Bind::act(x)],
-        &push,
+        push.as_bytes().to_vec(),
         groups,
     );
 }
@@ -56,11 +63,6 @@ pub(super) fn binary(b: &mut VulkanBackend, op: BinaryOp, x: Act, y: Act) {
 /// parameters push constants (`UNARY_*` there).
 pub(super) fn unary(b: &mut VulkanBackend, op: UnaryOp, x: Act) {
     // The code of `UNARY_*` in the shader, and the parameters.
-    if let UnaryOp::Scale(s) = op {
-        if fuse::scale(b, x, s) {
-            return;
-        }
-    }
     let (code, a, c) = match op {
         UnaryOp::Scale(s) => (op_codes::UNARY_SCALE, s, 0.0),
         // `1 / cap` rounded to f32 on the host, as the CPU does.
@@ -74,8 +76,18 @@ pub(super) fn unary(b: &mut VulkanBackend, op: UnaryOp, x: Act) {
         b: c,
         op: code,
     };
+    let tag = match op {
+        UnaryOp::Scale(s) => Op::Scale(s),
+        UnaryOp::Softcap(_) => Op::Other,
+    };
     let groups = b.groups_1d(&shaders::UNARY, u64::from(n));
-    b.dispatch(&shaders::UNARY, &[Bind::act(x)], &push, groups);
+    b.dispatch_op(
+        tag,
+        &shaders::UNARY,
+        &[Bind::act(x)],
+        push.as_bytes().to_vec(),
+        groups,
+    );
 }
 
 /// RMS norm of each `group` of each row of `x` into `out` (maybe `x`),
@@ -118,21 +130,16 @@ pub(super) fn rms_norm(
         &shaders::RMS_NORM,
         n_groups * u64::from(shaders::RMS_NORM.local_size[0]),
     );
-    if let Some(w) = &w {
-        if fuse::rms_norm(b, x, w, out, &push, groups) {
-            return;
-        }
-    }
-    let shader = if w.is_some() {
-        &shaders::RMS_NORM_W
+    let (shader, tag) = if w.is_some() {
+        (&shaders::RMS_NORM_W, Op::RmsNorm(push))
     } else {
-        &shaders::RMS_NORM
+        (&shaders::RMS_NORM, Op::Other)
     };
     let binds: Vec<Bind> = [Bind::act(x), Bind::act(out)]
         .into_iter()
         .chain(w)
         .collect();
-    b.dispatch(shader, &binds, &push, groups);
+    b.dispatch_op(tag, shader, &binds, push.as_bytes().to_vec(), groups);
 }
 
 // The fused variants are dispatched with the plain norm's workgroup count.
@@ -176,5 +183,7 @@ pub(super) fn rope(b: &mut VulkanBackend, x: Act, p: &RopeParams, pos0: usize) {
     }
     let groups = b.groups_1d(&shaders::ROPE, u64::from(push.rows) * u64::from(half));
     let step = Bind::step(push.pos_at);
-    b.dispatch(&shaders::ROPE, &[Bind::act(x), step], &push, groups);
+    let binds = [Bind::act(x), step];
+    let bytes = push.as_bytes().to_vec();
+    b.dispatch_op(Op::Rope(push), &shaders::ROPE, &binds, bytes, groups);
 }

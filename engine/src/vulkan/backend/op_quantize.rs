@@ -16,13 +16,13 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::fuse;
+use super::cmd::Op;
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::ggml_type::GgmlType;
 use crate::ops::Act;
 use crate::vulkan::push::QuantizePush;
-use crate::vulkan::{shaders, Shader};
+use crate::vulkan::{shaders, PushConstants, Shader};
 
 /// The device format activations take to meet weights of type `w`: `None`
 /// for the float types (their products read f32 activations), else ggml's
@@ -177,19 +177,19 @@ pub(super) fn quantized(b: &mut VulkanBackend, x: Act, fmt: GgmlType) -> Option<
     if holds(b, x, fmt) {
         return Some(Quantized { bind, word0 });
     }
-    if !fuse::quantize(b, x, fmt, &bind, word0) {
-        let sh = shader(fmt);
-        let push = QuantizePush {
-            n_seg: u32::try_from(elems.len() / 32).expect("activations fit u32"),
-            x_offset: u32::try_from(elems.start).expect("activations fit u32"),
-            out_offset: word0,
-        };
-        // Q8_0 / Q8_1: eight invocations per segment (one per word of
-        // quants); Q8_K: one.
-        let per_seg = if fmt == GgmlType::Q8_K { 1 } else { 8 };
-        let groups = b.groups_1d(sh, u64::from(push.n_seg) * per_seg);
-        b.dispatch(sh, &[Bind::act(x), bind.clone()], &push, groups);
-    }
+    let sh = shader(fmt);
+    let push = QuantizePush {
+        n_seg: u32::try_from(elems.len() / 32).expect("activations fit u32"),
+        x_offset: u32::try_from(elems.start).expect("activations fit u32"),
+        out_offset: word0,
+    };
+    // Q8_0 / Q8_1: eight invocations per segment (one per word of
+    // quants); Q8_K: one.
+    let per_seg = if fmt == GgmlType::Q8_K { 1 } else { 8 };
+    let groups = b.groups_1d(sh, u64::from(push.n_seg) * per_seg);
+    let binds = [Bind::act(x), bind.clone()];
+    let tag = Op::Quantize { fmt, push };
+    b.dispatch_op(tag, sh, &binds, push.as_bytes().to_vec(), groups);
     let cmd = b.cmds.len().saturating_sub(1);
     let twin = b.act_scratch.twins.get_mut(&x.id()).expect("made above");
     twin.held

@@ -25,6 +25,10 @@ impl Ops for VulkanBackend {
         (self.stats.submissions, self.stats.replays)
     }
 
+    fn dispatches(&self) -> usize {
+        self.stats.dispatches
+    }
+
     fn upload(&mut self, w: &WeightSource) -> Result<Weight, BackendError> {
         self.wait_pending()?;
         if !op_matmul::supports(w.ty()) {

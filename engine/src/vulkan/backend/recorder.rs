@@ -58,6 +58,7 @@ pub(super) fn flush(
         cmds,
         staged.len(),
         read.as_ref().map(|r| (r.0, r.1, read_bytes)),
+        (b.fuse.off, b.matvec_subgroups),
     );
     let replayed = wait && b.replay_enabled && b.replay.as_ref().is_some_and(|r| r.key == key);
     if replayed {
@@ -114,10 +115,10 @@ fn record(b: &mut VulkanBackend, key: Key, staged: &[u8], wait: bool) -> VkResul
         ensure(b, DOWNLOAD, read_bytes, BufferKind::Download)?;
     }
     let keep = wait && b.replay_enabled;
-    // What is recorded: the list with its Q/K/V runs merged (the key keeps
-    // the list as the ops recorded it, so a replayed step merges nothing).
-    let merged = super::fuse::merged(b, &key.cmds);
-    let cmds: &[Cmd] = merged.as_deref().unwrap_or(&key.cmds);
+    // What is recorded: the list after the fusion pass (the key keeps the
+    // plain list, so a replayed step runs no pass).
+    let fused = super::fuse::pass(b, &key.cmds);
+    let cmds: &[Cmd] = fused.as_deref().unwrap_or(&key.cmds);
 
     let mut tracker = HazardTracker::default();
     let (mut dispatches, mut barriers) = (0, 0);

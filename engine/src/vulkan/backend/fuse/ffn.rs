@@ -18,7 +18,8 @@
 
 use super::super::hazard::Access;
 use super::matvec::{kind_of, Kind};
-use super::{allowed, overlaps, partials, post_counter, read_u32, Rule};
+use super::window::Window;
+use super::{allowed, overlaps, partials, post_counter, read_u32, Fused, Rule};
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::vulkan::push::{FfnPush, FusedPush, MatvecFusedPush, WeightPush};
@@ -32,28 +33,24 @@ fn variant(t: usize) -> Option<&'static Shader> {
     shaders::by_type::FFN_DECODE.get(t).copied().flatten()
 }
 
-/// Records the fused gate / up / unit dispatch and the down projection
-/// with its add recorded right after it as one `ffn_decode` dispatch,
-/// when they are a feed-forward block of one type (see the module docs).
-/// Called right after the add fused into the down projection. Returns
-/// whether it did.
-pub(in super::super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
-    if !allowed(b, Rule::Ffn) {
-        return false;
-    }
-    let (Some(glu), Some(down)) = (b.dispatch_back(1), b.last_dispatch()) else {
-        return false;
-    };
+/// [`Rule::Ffn`]'s pattern on the last two commands in `win`: the fused
+/// gate / up / unit dispatch (`NormOutGlu`) then the down projection of
+/// its unit with the residual add (`QuantAdd`), of one type that has the
+/// block kernel, whole 32-element blocks of units, one chunk each; the
+/// down projection reads exactly the unit; the outputs apart from each
+/// other and from every input, the residual apart from all but the norm's
+/// input. Gives the kernel with its bindings before the partials and the
+/// counter, the partials' bytes and the workgroups.
+pub(super) fn ffn(win: Window) -> Option<(Fused, u64, u64)> {
+    let (glu, down) = (win.back(1)?, win.last()?);
     let (Some((Kind::NormOutGlu, t)), Some((Kind::QuantAdd, t2))) =
         (kind_of(glu.shader), kind_of(down.shader))
     else {
-        return false;
+        return None;
     };
-    let Some(shader) = variant(t) else {
-        return false;
-    };
+    let shader = variant(t)?;
     if t != t2 {
-        return false;
+        return None;
     }
     // Gate / up bindings: gate weight, norm input, gate out, norm weight,
     // norm output, up weight, up out. Down: weight, input, out, residual.
@@ -88,7 +85,7 @@ pub(in super::super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
             .iter()
             .all(|x| !overlaps(x, res));
     if !fits || !reads_unit || !apart {
-        return false;
+        return None;
     }
     let groups_n = u64::from(units / UNIT_BLOCK);
     let part_bytes = groups_n * u64::from(down_rows) * 4;
@@ -100,23 +97,46 @@ pub(in super::super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
         res_offset: df(std::mem::offset_of!(FusedPush, res_offset)),
     };
     push.extend_from_slice(ffn.as_bytes());
-    let mut binds_head: Vec<Bind> = gb
+    let mut binds: Vec<Bind> = gb
         .iter()
         .cloned()
         .chain([db[0].clone(), db[2].clone(), db[3].clone()])
         .collect();
     if fault::active("gpu-ffn-bind") {
         // The up weight bound where the gate's goes.
-        binds_head[0] = gb[5].clone();
+        binds[0] = gb[5].clone();
     }
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((fused, part_bytes, groups_n))
+}
+
+/// Records the fused gate / up / unit dispatch and the down projection
+/// with its add recorded right after it as one `ffn_decode` dispatch,
+/// when [`ffn`] matches them (see the module docs). Called right after
+/// the add fused into the down projection. Returns whether it did.
+pub(in super::super) fn ffn_into_matvecs(b: &mut VulkanBackend) -> bool {
+    if !allowed(b, Rule::Ffn) {
+        return false;
+    }
+    let Some((f, part_bytes, groups_n)) = ffn(b.window()) else {
+        return false;
+    };
     b.drop_last(2);
     // After the two are taken off: making a buffer may record its fill.
     let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
         return true; // the backend's error is set
     };
-    let mut binds = binds_head;
+    let mut binds = f.binds;
     binds.extend([part, cnt]);
-    let groups = b.groups_1d(shader, groups_n * u64::from(shader.local_size[0]));
-    b.dispatch_bytes(shader, &binds, push, groups);
+    let groups = b.groups_1d(f.shader, groups_n * u64::from(f.shader.local_size[0]));
+    b.dispatch_bytes(f.shader, &binds, f.push, groups);
     true
 }
+
+#[cfg(test)]
+#[path = "ffn_tests.rs"]
+mod tests;

@@ -24,6 +24,7 @@
 
 use super::super::hazard::Access;
 use super::super::GpuWeight;
+use super::list::Ctx;
 use super::window::Window;
 use super::{allowed, overlaps, post_counter, read_u32, Fused, Rule};
 use super::{Bind, VulkanBackend};
@@ -79,7 +80,7 @@ impl Kind {
 
 /// A family's variants, or (`sg`) their twins whose reductions end in
 /// subgroup shuffles (`SG_RED` of `shaders/matvec.comp`).
-fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
+pub(super) fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
     use shaders::by_type as t;
     match (kind, sg) {
         (Kind::Quant, false) => &t::MATVEC_Q,
@@ -101,12 +102,6 @@ fn family(kind: Kind, sg: bool) -> &'static [Option<&'static Shader>] {
         (Kind::NormOutRope, true) => &t::MATVEC_NORM_OUT_ROPE_SG,
         (Kind::Multi, true) => &t::MATVEC_NORM_MULTI_SG,
     }
-}
-
-/// A family's plain variants (tests).
-#[cfg(test)]
-pub(super) fn family_for_tests(kind: Kind) -> &'static [Option<&'static Shader>] {
-    family(kind, false)
 }
 
 /// The variants of a family that `b` dispatches.
@@ -285,7 +280,9 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
         }
     }
     let last = b.last_dispatch()?;
-    if last.shader.index != shaders::RMS_NORM_W.index {
+    if last.shader.index != shaders::RMS_NORM_W.index
+        || super::norm::add_norm_takes(&b.cmds, b.cmds.len() - 1, &Ctx::of(b))
+    {
         return None;
     }
     let field = |at: usize| read_u32(last.push, at);
@@ -363,57 +360,52 @@ pub(in super::super) fn add_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -
 /// The largest row a post-norm epilogue takes (one workgroup norms it).
 const MAX_POST_ROW: usize = 8192;
 
-/// Records `x += y` after the RMS norm recorded last (in place on `y`,
-/// one group of the whole row, with its weight) within the fused matvec
-/// recorded before it, when that matvec wrote exactly `y` (one row, all of
-/// its rows) and touches nothing of `x`: the `EPI_POST_NORM` variant
-/// replaces both, its last workgroup norming the row and adding it (a
-/// post-norm, Gemma-3's). Not while fault `gpu-post-norm-add` is injected
-/// (it acts on `rms_norm.comp`'s ADD_TO, which then runs as before).
-/// Returns whether it did.
-pub(in super::super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
-    if !allowed(b, Rule::MatvecPostNorm)
-        || fault::active("gpu-post-norm-add")
-        || y.rows() != 1
-        || y.width() > MAX_POST_ROW
-    {
-        return false;
+/// [`Rule::MatvecPostNorm`]'s pattern for `x += y` (`x` from element
+/// `x_offset`; `y` one row of `width`) on the last two commands in `win`:
+/// the fused product of an f32 row (`Quant`) that wrote exactly `y` (one
+/// chunk of all its rows) and touches nothing of `x`, then the RMS norm
+/// of `y` in place, one group of the whole row, with its weight; `x`
+/// apart from `y`, a row of at most [`MAX_POST_ROW`]. Gives the
+/// `EPI_POST_NORM` kernel (of the plain or `sg` family) with its bindings
+/// before the counter, and the product's workgroups.
+pub(super) fn post_norm(
+    win: Window,
+    (xb, yb): (&Bind, &Bind),
+    x_offset: u32,
+    width: usize,
+    sg: bool,
+) -> Option<(Fused, [u32; 3])> {
+    if width > MAX_POST_ROW {
+        return None;
     }
-    let (Some(mv), Some(norm)) = (b.dispatch_back(1), b.last_dispatch()) else {
-        return false;
-    };
+    let (mv, norm) = (win.back(1)?, win.last()?);
     let Some((Kind::Quant, t)) = kind_of(mv.shader) else {
-        return false;
+        return None;
     };
     if norm.shader.index != shaders::RMS_NORM_W.index {
-        return false;
+        return None;
     }
-    let (xb, yb) = (Bind::act(x), Bind::act(y));
     // Norm bindings: x, out, w; matvec: weight, input, out.
-    let nb: Vec<Bind> = norm.access.iter().map(Access::bind).collect();
-    let mb: Vec<Bind> = mv.access.iter().map(Access::bind).collect();
+    let nb = norm.binds();
+    let mb = mv.binds();
     let field = |push: &[u8], at: usize| read_u32(push, at);
     let n_groups = field(norm.push, std::mem::offset_of!(RmsNormPush, n_groups));
     let eps = field(norm.push, std::mem::offset_of!(RmsNormPush, eps));
     let w_at = std::mem::offset_of!(MatvecFusedPush, w);
     let rows = field(mv.push, w_at + std::mem::offset_of!(WeightPush, rows));
     let col0 = field(mv.push, w_at + std::mem::offset_of!(WeightPush, col0));
-    if nb[0] != yb
-        || nb[1] != yb
+    if nb[0] != *yb
+        || nb[1] != *yb
         || n_groups != 1
-        || mb[2] != yb
+        || mb[2] != *yb
         || col0 != 0
-        || rows as usize != y.width()
-        || overlaps(&xb, &yb)
-        || mb.iter().any(|m| overlaps(m, &xb))
+        || rows as usize != width
+        || overlaps(xb, yb)
+        || mb.iter().any(|m| overlaps(m, xb))
     {
-        return false;
+        return None;
     }
     let mut push = mv.push.to_vec();
-    let groups = mv.groups;
-    let (w, input) = (mb[0].clone(), mb[1].clone());
-    let norm_w = nb[2].clone();
-
     let f_at = std::mem::offset_of!(MatvecFusedPush, f);
     let put = |push: &mut Vec<u8>, at: usize, v: u32| {
         push[f_at + at..f_at + at + 4].copy_from_slice(&v.to_le_bytes());
@@ -423,15 +415,47 @@ pub(in super::super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: 
     put(
         &mut push,
         std::mem::offset_of!(FusedPush, res_offset),
-        u32_of(x.elems().start, "offset"),
+        x_offset,
     );
-    let shader = variants(b, Kind::QuantPost)[t].expect("every family has the same types");
+    let shader = family(Kind::QuantPost, sg)[t].expect("every family has the same types");
+    let binds = vec![
+        mb[0].clone(),
+        mb[1].clone(),
+        yb.clone(),
+        nb[2].clone(),
+        xb.clone(),
+    ];
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((fused, mv.groups))
+}
+
+/// Records `x += y` after the RMS norm recorded last within the fused
+/// matvec recorded before it, when [`post_norm`] matches them: the
+/// `EPI_POST_NORM` variant replaces both, its last workgroup norming the
+/// row and adding it (a post-norm, Gemma-3's). Not while fault
+/// `gpu-post-norm-add` is injected (it acts on `rms_norm.comp`'s ADD_TO,
+/// which then runs as before). Returns whether it did.
+pub(in super::super) fn post_norm_into_matvec(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
+    if !allowed(b, Rule::MatvecPostNorm) || fault::active("gpu-post-norm-add") || y.rows() != 1 {
+        return false;
+    }
+    let (xb, yb) = (Bind::act(x), Bind::act(y));
+    let x_offset = u32_of(x.elems().start, "offset");
+    let sg = b.matvec_subgroups;
+    let Some((f, groups)) = post_norm(b.window(), (&xb, &yb), x_offset, y.width(), sg) else {
+        return false;
+    };
     b.drop_last(2);
     b.fuse.norm_prologue = None;
     // After the two are taken off: making the counter records its fill.
     if let Some(cnt) = post_counter(b) {
-        let binds = [w, input, yb, norm_w, xb, cnt];
-        b.dispatch_bytes(shader, &binds, push, groups);
+        let mut binds = f.binds;
+        binds.push(cnt);
+        b.dispatch_bytes(f.shader, &binds, f.push, groups);
     }
     true
 }
@@ -544,108 +568,5 @@ pub(super) fn matvec_glu(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kind_of_names_every_variant_of_both_twins() {
-        for kind in Kind::ALL {
-            for sg in [false, true] {
-                for (t, s) in family(kind, sg).iter().enumerate() {
-                    if let Some(s) = s {
-                        assert_eq!(kind_of(s), Some((kind, t)), "{}", s.name);
-                    }
-                }
-            }
-        }
-        assert_eq!(kind_of(&shaders::RMS_NORM_W), None);
-    }
-
-    #[test]
-    fn matvec_glu_takes_the_unit_of_the_two_products_of_one_norm() {
-        use super::super::test_support::{bind, dispatch};
-        use crate::ggml_type::GgmlType;
-        use crate::vulkan::PushConstants;
-        let t = weight_index(GgmlType::Q4_1).unwrap();
-        let (src, nw, xn) = (bind(3, 0, 256), bind(4, 0, 256), bind(5, 0, 256));
-        let (gate, up) = (bind(6, 0, 256), bind(7, 0, 256));
-        let product = |w: u32, out: &Bind, write: bool, ty: GgmlType| {
-            let kind = if write { Kind::NormOut } else { Kind::Norm };
-            let t = weight_index(ty).unwrap();
-            let mut binds = vec![bind(w, 0, 4096), src.clone(), out.clone(), nw.clone()];
-            if write {
-                binds.push(xn.clone());
-            }
-            let push = MatvecFusedPush {
-                w: WeightPush {
-                    n_in: 64,
-                    rows: 64,
-                    n_out: 64,
-                    ..WeightPush::default()
-                },
-                ..MatvecFusedPush::default()
-            };
-            dispatch(family(kind, false)[t].unwrap(), &binds, push.as_bytes())
-        };
-        let q = GgmlType::Q4_1;
-        let cmds = [product(20, &gate, true, q), product(21, &up, false, q)];
-        let win = Window { cmds: &cmds };
-        let (f, _) = matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).expect("matches");
-        assert_eq!(kind_of(f.shader), Some((Kind::NormOutGlu, t)));
-        assert_eq!((f.binds.len(), &f.binds[5]), (7, &bind(21, 0, 4096)));
-        // The unit the other way round takes the weights the other way.
-        let (f, _) = matvec_glu(win, GluKind::GeGluTanh, (&up, &gate), false).unwrap();
-        assert_eq!(f.binds[0], bind(21, 0, 4096));
-        // Another output; two types; the norm's writer last.
-        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &xn), false).is_none());
-        let cmds = [
-            product(20, &gate, true, q),
-            product(21, &up, false, GgmlType::Q8_0),
-        ];
-        let win = Window { cmds: &cmds };
-        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).is_none());
-        let cmds = [product(21, &up, false, q), product(20, &gate, true, q)];
-        let win = Window { cmds: &cmds };
-        assert!(matvec_glu(win, GluKind::SwiGlu, (&gate, &up), false).is_none());
-    }
-
-    #[test]
-    fn matvec_add_takes_the_add_of_a_quantizing_product_output() {
-        use super::super::test_support::{bind, dispatch};
-        use crate::ggml_type::GgmlType;
-        use crate::vulkan::PushConstants;
-        let t = weight_index(GgmlType::Q4_1).unwrap();
-        let (w, input, y, x) = (
-            bind(8, 0, 4096),
-            bind(3, 0, 256),
-            bind(4, 0, 256),
-            bind(5, 0, 256),
-        );
-        let push = MatvecFusedPush::default();
-        for (kind, sg) in [
-            (Kind::Quant, false),
-            (Kind::Quant, true),
-            (Kind::Norm, false),
-        ] {
-            let shader = family(kind, sg)[t].unwrap();
-            let mut binds = vec![w.clone(), input.clone(), y.clone()];
-            if kind == Kind::Norm {
-                binds.push(bind(9, 0, 256));
-            }
-            let cmds = [dispatch(shader, &binds, push.as_bytes())];
-            let win = Window { cmds: &cmds };
-            let got = matvec_add(win, &x, &y, 64, sg);
-            if kind != Kind::Quant {
-                assert!(got.is_none(), "a normed product keeps its add apart");
-                continue;
-            }
-            let (f, _) = got.expect("matches");
-            assert_eq!(kind_of(f.shader), Some((Kind::QuantAdd, t)));
-            assert_eq!(f.shader.name.contains("_sg"), sg);
-            assert_eq!((f.binds.len(), &f.binds[3]), (4, &x));
-            // Another output; a residual over the product's input.
-            assert!(matvec_add(win, &x, &input, 64, sg).is_none());
-            assert!(matvec_add(win, &bind(3, 128, 384), &y, 64, sg).is_none());
-        }
-    }
-}
+#[path = "matvec_tests.rs"]
+mod tests;

@@ -3,51 +3,60 @@
 //! names `sharpi --unfuse` takes), each in a file of this module with the
 //! preconditions it checks.
 //!
-//! The op files (`op_*.rs`) record plain kernels. Before an op records
-//! its kernel, it asks this module whether a rule takes it into what was
-//! recorded before it: `window.rs`'s `Window` shows the recorded commands (the last
-//! one, or the latest of the last `LOOK_BACK` to touch a binding) and
-//! a rule that matches records the fused kernel in place of the ones it
-//! replaces. One rule, [`Rule::Qkv`], is a pass over the whole finished
-//! list at submission (`qkv.rs`): it needs the commands after the one
-//! it starts from. Every rule states its preconditions on types, shapes,
-//! adjacency and buffer overlap where it is defined, and each has a unit
-//! test of its pattern (it matches, and does not where a precondition
-//! fails) that needs no device.
+//! The op files (`op_*.rs`) record plain kernels, each tagged with its op
+//! (`cmd.rs`'s `Op`). When a submission is recorded into a command buffer,
+//! the fusion pass (`pass.rs`) walks its whole plain list and, at each
+//! command, tries its rules in order: a rule that matches reads ahead for
+//! the rest of its pattern and gives the fused kernel that stands in the
+//! first command's place (the norm's quantization, [`Rule::NormQuant`];
+//! the add and the norm, [`Rule::AddNorm`], [`Rule::NormAdd`]; the gated
+//! unit's quantization, [`Rule::GluQuant`]; the RoPE's cache write,
+//! [`Rule::RopeKv`]; the per-head norm with its RoPE, scale and cache
+//! write, [`Rule::NormRope`] and the two after it; the merge of Q, K and
+//! V, [`Rule::Qkv`]). The replay key holds the plain list and the
+//! switches, so a replayed step runs no pass.
 //!
-//! Rules build on each other in the order a decode step records its ops:
-//! a norm before a product becomes the product's prologue ([`Rule::Matvec`]),
-//! so that the product's add ([`Rule::MatvecAdd`]), its RoPE and cache
-//! write ([`Rule::MatvecRope`], [`Rule::MatvecKv`]) and the merge of Q, K
-//! and V find it; the feed-forward block ([`Rule::Ffn`]) and the output
-//! projection ([`Rule::Oproj`]) then take whole fused products. A rule
-//! turned off ([`Unfused`]) leaves the plain kernels, or the smaller
-//! fusions, to run as they were recorded; the results are the same bits.
+//! The fused-matvec family ([`Rule::Matvec`] to [`Rule::MatvecKv`],
+//! [`Rule::Ffn`], [`Rule::Oproj`]) is still asked by the op files while
+//! they record: `window.rs`'s `Window` shows the recorded commands (the
+//! last one, or the latest of the last `LOOK_BACK` to touch a binding)
+//! and a rule that matches records the fused kernel in place of the ones
+//! it replaces. A norm before a product becomes the product's prologue
+//! ([`Rule::Matvec`]; not a norm that [`Rule::AddNorm`] will take), so
+//! that the product's add ([`Rule::MatvecAdd`]), its RoPE and cache write
+//! ([`Rule::MatvecRope`], [`Rule::MatvecKv`]) and the merge of Q, K and V
+//! find it; the feed-forward block ([`Rule::Ffn`]) and the output
+//! projection ([`Rule::Oproj`]) then take whole fused products.
+//!
+//! Every rule states its preconditions on types, shapes, adjacency and
+//! buffer overlap where it is defined. A rule turned off ([`Unfused`])
+//! leaves the plain kernels, or the smaller fusions, to run as they were
+//! recorded; the results are the same bits.
 //!
 //! Faults that act on a plain kernel (`missing-barrier`,
 //! `gpu-act-f16-truncate`, `gpu-post-norm-add`, `gpu-softmax-unshifted`)
 //! keep the rules that would replace it from running.
 
 mod ffn;
+mod list;
 mod matvec;
 mod matvec_rope;
 mod norm;
 mod norm_rope;
 mod oproj;
+mod pass;
 mod qkv;
 mod quant;
 mod rope_kv;
 mod unfused;
 mod window;
 
+use list::overlaps;
 pub(super) use matvec::{matvec, subgroups_supported, NormPrologue};
-pub(super) use norm::add_into_norm as rms_norm;
-pub(super) use qkv::merged;
+pub(super) use pass::run as pass;
 pub use unfused::Unfused;
-use window::overlaps;
 
 use super::{Bind, VulkanBackend};
-use crate::ggml_type::GgmlType;
 use crate::ops::{Act, GluKind, KvType};
 use crate::vulkan::push::RopePush;
 use crate::vulkan::Shader;
@@ -57,8 +66,8 @@ use crate::vulkan::Shader;
 // The order within each is the order the rules are tried in.
 
 /// `x += y`: into the fused product that wrote `y` (then that product
-/// into the feed-forward block or the attention before it), into the
-/// product and post-norm before it, or into the post-norm before it.
+/// into the feed-forward block or the attention before it), or into the
+/// product and post-norm before it.
 pub(super) fn add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
     if matvec::add_into_matvec(b, x, y) {
         // A feed-forward block's down projection: with its gate / up /
@@ -68,7 +77,7 @@ pub(super) fn add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
         }
         return true;
     }
-    matvec::post_norm_into_matvec(b, x, y) || norm::norm_into_add(b, x, y)
+    matvec::post_norm_into_matvec(b, x, y)
 }
 
 /// The gated unit `x = glu(x, y)`: into the two products that wrote them.
@@ -76,20 +85,14 @@ pub(super) fn glu(b: &mut VulkanBackend, kind: GluKind, x: Act, y: Act) -> bool 
     matvec::glu_into_matvecs(b, kind, x, y)
 }
 
-/// `x *= s`: into the fused norm and RoPE that wrote `x`.
-pub(super) fn scale(b: &mut VulkanBackend, x: Act, s: f32) -> bool {
-    norm_rope::scale_into_norm_rope(b, x, s)
-}
-
-/// The RoPE `p` of `x`: into the normed product or the per-head norm that
-/// wrote `x`.
+/// The RoPE `p` of `x`: into the normed product that wrote `x`.
 pub(super) fn rope(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
-    matvec_rope::rope_into_matvec(b, x, p) || norm_rope::rope_into_norm(b, x, p)
+    matvec_rope::rope_into_matvec(b, x, p)
 }
 
 /// The cache write of `src` (`width` elements a row into `dst`, a cache
 /// of `ty`, at the position in inbox word `pos_at`): into the normed
-/// product, the RoPE or the fused norm and RoPE that wrote `src`.
+/// product that wrote `src`.
 pub(super) fn kv_write(
     b: &mut VulkanBackend,
     src: Act,
@@ -99,20 +102,6 @@ pub(super) fn kv_write(
     pos_at: u32,
 ) -> bool {
     matvec_rope::kv_into_matvec(b, src, width, dst.clone(), ty, pos_at)
-        || rope_kv::kv_into_rope(b, src, width, dst, ty, pos_at)
-        || norm_rope::kv_into_norm_rope(b, src, width, dst.clone(), ty, pos_at)
-}
-
-/// The quantization of `x` to `fmt` into `bind` from word `word0`: into
-/// the norm or the gated unit that wrote `x`.
-pub(super) fn quantize(
-    b: &mut VulkanBackend,
-    x: Act,
-    fmt: GgmlType,
-    bind: &Bind,
-    word0: u32,
-) -> bool {
-    quant::quant_into_norm(b, x, fmt, bind, word0) || quant::quant_into_glu(b, x, fmt, bind, word0)
 }
 
 /// A decode fusion rule.

@@ -3,26 +3,27 @@
 //!
 //! - [`Rule::AddNorm`]: `x += y` then `out = rms_norm(x) · w` (a pre-norm
 //!   layer's next norm) becomes the ADD variant (x = x + y, then the norm
-//!   of the sum). Preconditions: the add is the last command, in place on
-//!   exactly `x`; the norm has a weight; `out` overlaps neither `x` nor
-//!   `y`.
+//!   of the sum). Preconditions: the norm is the command right after the
+//!   add; the add is in place on exactly the norm's input `x`; the norm has
+//!   its weight; `out` overlaps neither `x` nor `y`.
 //! - [`Rule::NormAdd`]: `y = rms_norm(y) · w` in place then `x += y` (a
 //!   post-norm, Gemma 3's after attention and after the FFN) becomes the
 //!   ADD_TO variant, which writes the normed `y` as the norm did and adds
-//!   it to `x` (one rounding, as `binary.comp`). Preconditions: the norm
-//!   is the last command, with its weight, in place on exactly `y`; `x` is
-//!   apart from `y`.
+//!   it to `x` (one rounding, as `binary.comp`). Preconditions: the add is
+//!   the command right after the norm; the norm has its weight and is in
+//!   place on exactly `y`; `x` is apart from `y`.
 //!
 //! One dispatch and one barrier fewer each, the same bits. Neither while
 //! fault `missing-barrier` is injected (it drops the barrier between the
-//! add and the norm).
+//! add and the norm). Both run in the pass's first stage, before the
+//! rules that take a norm in (`quant.rs`'s [`Rule::NormQuant`] takes the
+//! ADD variant too).
 
-use super::window::Window;
-use super::{on, read_u32, Fused, Rule};
-use super::{Bind, VulkanBackend};
+use super::super::cmd::{Cmd, Op};
+use super::list::{Ctx, Fusion, List};
+use super::{overlaps, Rule};
 use crate::fault;
-use crate::ops::Act;
-use crate::vulkan::push::{is_add, BinaryPush, RmsNormPush};
+use crate::vulkan::push::BinaryPush;
 use crate::vulkan::{shaders, PushConstants};
 
 // The fused variants are dispatched with the plain norm's workgroup count.
@@ -35,74 +36,77 @@ const _: () = {
     assert!(wg == shaders::RMS_NORM_W_ADD_TO.local_size[0]);
 };
 
-/// [`Rule::AddNorm`]'s pattern: the fused kernel for `rms_norm(x, w) ->
-/// out` (push `norm`) after the commands in `w`, or `None`.
-pub(super) fn add_norm(
-    win: Window,
-    x: &Bind,
-    w: &Bind,
-    out: &Bind,
-    norm: &RmsNormPush,
-) -> Option<Fused> {
-    let add = win.last()?;
-    if !is_add(add.shader, add.push) {
+/// [`Rule::AddNorm`]'s pattern on the add at `i` and the command after it,
+/// `j`: the fused kernel, with the norm's workgroups.
+fn add_norm_at(list: &List, i: usize, j: usize) -> Option<Cmd> {
+    let (add, norm) = (list.at(i)?, list.at(j)?);
+    let (Op::Add, Op::RmsNorm(p)) = (add.op, norm.op) else {
+        return None;
+    };
+    // Add bindings: a, b, out; norm: x, out, w.
+    let (a, y, sum) = (add.bind(0), add.bind(1), add.bind(2));
+    let (x, out, w) = (norm.bind(0), norm.bind(1), norm.bind(2));
+    if a != x || sum != x || overlaps(&out, &x) || overlaps(&out, &y) {
         return None;
     }
-    // Add bindings: a, b, out.
-    let [a, y, sum] = [0, 1, 2].map(|i| add.access[i].bind());
-    if a != *x || sum != *x || super::overlaps(out, x) || super::overlaps(out, &y) {
-        return None;
-    }
-    let y_offset = read_u32(add.push, std::mem::offset_of!(BinaryPush, b_offset));
-    let mut push = norm.as_bytes().to_vec();
+    let y_offset = super::read_u32(add.push, std::mem::offset_of!(BinaryPush, b_offset));
+    let mut push = p.as_bytes().to_vec();
     push.extend_from_slice(&0u32.to_le_bytes()); // q_offset: no quantization
     push.extend_from_slice(&y_offset.to_le_bytes());
-    Some(Fused {
-        shader: &shaders::ADD_RMS_NORM_W,
-        binds: vec![x.clone(), out.clone(), w.clone(), y],
+    let binds = [x, out, w, y];
+    Some(Cmd::dispatch(
+        Op::Other,
+        &shaders::ADD_RMS_NORM_W,
+        &binds,
         push,
+        norm.groups,
+    ))
+}
+
+/// [`Rule::AddNorm`] at command `i`.
+pub(super) fn add_norm(list: &List, i: usize, ctx: &Ctx) -> Option<Fusion> {
+    if !ctx.on(Rule::AddNorm) || fault::active("missing-barrier") {
+        return None;
+    }
+    let j = list.next(i)?;
+    let cmd = add_norm_at(list, i, j)?;
+    Some(Fusion {
+        cmd,
+        takes: vec![j],
     })
 }
 
-/// Records `rms_norm(x, w) -> out` together with the residual add
-/// recorded last ([`Rule::AddNorm`]). Returns whether it did.
-pub(in super::super) fn add_into_norm(
-    b: &mut VulkanBackend,
-    x: Act,
-    w: &Bind,
-    out: Act,
-    push: &RmsNormPush,
-    groups: [u32; 3],
-) -> bool {
-    if !on(b, Rule::AddNorm) || fault::active("missing-barrier") {
+/// Whether [`Rule::AddNorm`] takes the norm `cmds[j]` into the add before
+/// it (`cmds[j - 1]`): a recorded norm the fused matvecs of `matvec.rs`
+/// leave alone, as the pass would take it first.
+pub(in super::super) fn add_norm_takes(cmds: &[Cmd], j: usize, ctx: &Ctx) -> bool {
+    if j == 0 || !ctx.on(Rule::AddNorm) || fault::active("missing-barrier") {
         return false;
     }
-    let Some(f) = add_norm(b.window(), &Bind::act(x), w, &Bind::act(out), push) else {
-        return false;
-    };
-    b.drop_last(1);
-    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
-    true
+    add_norm_at(&List::new(cmds), j - 1, j).is_some()
 }
 
-/// [`Rule::NormAdd`]'s pattern: the fused kernel for `x += y` (element
-/// offset `x_offset`) after the commands in `w`, with the norm's
-/// workgroups, or `None`.
-pub(super) fn norm_add(
-    win: Window,
-    x: &Bind,
-    y: &Bind,
-    x_offset: u32,
-) -> Option<(Fused, [u32; 3])> {
-    let norm = win.last()?;
-    if norm.shader.index != shaders::RMS_NORM_W.index {
+/// [`Rule::NormAdd`] at command `i`.
+pub(super) fn norm_add(list: &List, i: usize, ctx: &Ctx) -> Option<Fusion> {
+    if !ctx.on(Rule::NormAdd) || fault::active("missing-barrier") {
         return None;
     }
-    // Norm bindings: x, out, w.
-    let [src, dst, nw] = [0, 1, 2].map(|i| norm.access[i].bind());
-    if src != *y || dst != *y || super::overlaps(x, y) {
+    let norm = list.at(i)?;
+    let Op::RmsNorm(_) = norm.op else {
+        return None;
+    };
+    let j = list.next(i)?;
+    let add = list.at(j)?;
+    let Op::Add = add.op else {
+        return None;
+    };
+    // Norm bindings: x, out, w; add: a, b, out.
+    let (src, y, nw) = (norm.bind(0), norm.bind(1), norm.bind(2));
+    let x = add.bind(0);
+    if src != y || add.bind(1) != y || add.bind(2) != x || overlaps(&x, &y) {
         return None;
     }
+    let x_offset = super::read_u32(add.push, std::mem::offset_of!(BinaryPush, a_offset));
     let mut push = norm.push.to_vec();
     push.extend_from_slice(&0u32.to_le_bytes()); // q_offset: no quantization
     push.extend_from_slice(&x_offset.to_le_bytes());
@@ -114,97 +118,13 @@ pub(super) fn norm_add(
     };
     #[cfg(not(feature = "fault-injection"))]
     let shader = &shaders::RMS_NORM_W_ADD_TO;
-    let binds = vec![y.clone(), y.clone(), nw, x.clone()];
-    Some((
-        Fused {
-            shader,
-            binds,
-            push,
-        },
-        norm.groups,
-    ))
-}
-
-/// Records `x += y` together with the post-norm of `y` recorded last
-/// ([`Rule::NormAdd`]). Returns whether it did.
-pub(in super::super) fn norm_into_add(b: &mut VulkanBackend, x: Act, y: Act) -> bool {
-    if !on(b, Rule::NormAdd) || fault::active("missing-barrier") {
-        return false;
-    }
-    let x_offset = u32::try_from(x.elems().start).expect("activation offsets fit u32");
-    let Some((f, groups)) = norm_add(b.window(), &Bind::act(x), &Bind::act(y), x_offset) else {
-        return false;
-    };
-    b.drop_last(1);
-    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
-    true
+    let binds = [y.clone(), y, nw, x];
+    Some(Fusion {
+        cmd: Cmd::dispatch(Op::Other, shader, &binds, push, norm.groups),
+        takes: vec![j],
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::test_support::{bind, dispatch, Cmd};
-    use super::*;
-    use crate::ops::BinaryOp;
-    use crate::vulkan::push::binary_code;
-
-    fn add(x: &Bind, y: &Bind) -> Cmd {
-        let push = BinaryPush {
-            n: 4,
-            b_offset: 8,
-            op: binary_code(BinaryOp::Add),
-            ..BinaryPush::default()
-        };
-        dispatch(
-            &shaders::BINARY,
-            &[x.clone(), y.clone(), x.clone()],
-            push.as_bytes(),
-        )
-    }
-
-    fn norm(x: &Bind, out: &Bind, w: &Bind) -> Cmd {
-        let push = RmsNormPush {
-            n_groups: 1,
-            group: 4,
-            ..RmsNormPush::default()
-        };
-        dispatch(
-            &shaders::RMS_NORM_W,
-            &[x.clone(), out.clone(), w.clone()],
-            push.as_bytes(),
-        )
-    }
-
-    #[test]
-    fn add_norm_takes_an_add_in_place_before_a_norm_of_its_sum() {
-        let (x, y, out, w) = (
-            bind(3, 0, 16),
-            bind(4, 32, 48),
-            bind(5, 0, 16),
-            bind(6, 0, 16),
-        );
-        let cmds = [add(&x, &y)];
-        let p = RmsNormPush::default();
-        let f = add_norm(Window { cmds: &cmds }, &x, &w, &out, &p).expect("matches");
-        assert_eq!(f.shader.index, shaders::ADD_RMS_NORM_W.index);
-        assert_eq!(f.binds, [x.clone(), out.clone(), w.clone(), y.clone()]);
-        assert_eq!(read_u32(&f.push, 24), 8, "the addend's offset");
-        // The norm of another buffer, an output over the addend, no add.
-        assert!(add_norm(Window { cmds: &cmds }, &out, &w, &x, &p).is_none());
-        assert!(add_norm(Window { cmds: &cmds }, &x, &w, &bind(4, 40, 56), &p).is_none());
-        let cmds = [norm(&x, &out, &w)];
-        assert!(add_norm(Window { cmds: &cmds }, &x, &w, &out, &p).is_none());
-    }
-
-    #[test]
-    fn norm_add_takes_a_post_norm_in_place_before_the_add_of_its_output() {
-        let (x, y, w) = (bind(3, 0, 16), bind(4, 0, 16), bind(6, 0, 16));
-        let cmds = [norm(&y, &y, &w)];
-        let (f, _) = norm_add(Window { cmds: &cmds }, &x, &y, 0).expect("matches");
-        assert_eq!(f.binds, [y.clone(), y.clone(), w.clone(), x.clone()]);
-        // Not in place; the add's target overlapping the norm's rows.
-        let cmds = [norm(&x, &y, &w)];
-        assert!(norm_add(Window { cmds: &cmds }, &x, &y, 0).is_none());
-        let cmds = [norm(&y, &y, &w)];
-        assert!(norm_add(Window { cmds: &cmds }, &bind(4, 8, 24), &y, 0).is_none());
-    }
-}
+#[path = "norm_tests.rs"]
+mod tests;

@@ -18,7 +18,8 @@
 
 use super::super::hazard::Access;
 use super::matvec::{kind_of, Kind};
-use super::{allowed, overlaps, partials, post_counter, read_u32, Rule};
+use super::window::Window;
+use super::{allowed, overlaps, partials, post_counter, read_u32, Fused, Rule};
 use super::{Bind, VulkanBackend};
 use crate::fault;
 use crate::vulkan::push::{AttnPush, FusedPush, MatvecFusedPush, OprojPush, WeightPush};
@@ -48,23 +49,20 @@ fn variant(s: &Shader, t: usize) -> Option<(&'static Shader, bool)> {
     Some((family.get(t).copied().flatten()?, split))
 }
 
-/// Records the attention dispatch and the output projection with its add
-/// recorded right after it as one dispatch, when they are a decode
-/// step's (see the module docs). Called right after the add fused into
-/// the projection. Returns whether it did.
-pub(in super::super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
-    if !allowed(b, Rule::Oproj) {
-        return false;
-    }
-    let (Some(att), Some(mv)) = (b.dispatch_back(1), b.last_dispatch()) else {
-        return false;
-    };
+/// [`Rule::Oproj`]'s pattern on the last two commands in `win`: a
+/// one-row decode attention (plain or split-K) then the fused projection
+/// of exactly its output with the add (`QuantAdd`, a type with the
+/// epilogue), heads of whole 32-element blocks, one chunk of all the
+/// rows; the projection's output and the residual apart from each other,
+/// from everything the attention touches and from the weight. Gives the
+/// kernel with its bindings before the partials and the counter, the
+/// partials' bytes, and the attention's workgroups.
+pub(super) fn oproj(win: Window) -> Option<(Fused, u64, [u32; 3])> {
+    let (att, mv) = (win.back(1)?, win.last()?);
     let Some((Kind::QuantAdd, t)) = kind_of(mv.shader) else {
-        return false;
+        return None;
     };
-    let Some((shader, split)) = variant(att.shader, t) else {
-        return false;
-    };
+    let (shader, split) = variant(att.shader, t)?;
     let a = |at: usize| read_u32(att.push, at);
     let n_head = a(std::mem::offset_of!(AttnPush, n_head));
     let dv = a(std::mem::offset_of!(AttnPush, head_dim_v));
@@ -97,7 +95,7 @@ pub(in super::super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
             .chain([&pb[0]])
             .all(|x| !overlaps(x, out) && !overlaps(x, res));
     if !fits || !reads_out || !apart {
-        return false;
+        return None;
     }
     let part_bytes = u64::from(n_head * dv / 32) * u64::from(rows) * 4;
     let mut push = att.push.to_vec();
@@ -122,14 +120,33 @@ pub(in super::super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
         oproj
     };
     push.extend_from_slice(oproj.as_bytes());
-    let groups = att.groups;
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((fused, part_bytes, att.groups))
+}
+
+/// Records the attention dispatch and the output projection with its add
+/// recorded right after it as one dispatch, when [`oproj`] matches them
+/// (see the module docs). Called right after the add fused into the
+/// projection. Returns whether it did.
+pub(in super::super) fn oproj_into_attention(b: &mut VulkanBackend) -> bool {
+    if !allowed(b, Rule::Oproj) {
+        return false;
+    }
+    let Some((f, part_bytes, groups)) = oproj(b.window()) else {
+        return false;
+    };
     b.drop_last(2);
     // After the two are taken off: making a buffer may record its fill.
     let (Some(part), Some(cnt)) = (partials(b, part_bytes), post_counter(b)) else {
         return true; // the backend's error is set
     };
+    let mut binds = f.binds;
     binds.extend([part, cnt]);
-    b.dispatch_bytes(shader, &binds, push, groups);
+    b.dispatch_bytes(f.shader, &binds, f.push, groups);
     true
 }
 
@@ -147,5 +164,78 @@ mod tests {
         assert!(variant(split, t).unwrap().1);
         assert!(variant(&shaders::ATTENTION_F32_ROWS, t).is_none());
         assert!(variant(&shaders::RMS_NORM_W, t).is_none());
+    }
+
+    #[test]
+    fn oproj_takes_the_projection_of_a_one_row_attention_output() {
+        use super::super::matvec::family;
+        use super::super::test_support::{bind, dispatch, Cmd};
+        use crate::ggml_type::{weight_index, GgmlType};
+        let t = weight_index(GgmlType::Q4_1).unwrap();
+        let (out, x) = (bind(13, 0, 256), bind(10, 0, 256));
+        let attention = |n_rows: u32, dv: u32| {
+            let p = AttnPush {
+                n_head: 2,
+                head_dim_k: dv,
+                head_dim_v: dv,
+                n_rows,
+                ..AttnPush::default()
+            };
+            let binds = [
+                bind(11, 0, 256),
+                bind(20, 0, 4096),
+                bind(21, 0, 4096),
+                out.clone(),
+                bind(2, 0, 4),
+            ];
+            dispatch(&shaders::ATTENTION_F32, &binds, p.as_bytes())
+        };
+        let projection = |input: &Bind, res: &Bind, n_in: u32| {
+            let p = MatvecFusedPush {
+                w: WeightPush {
+                    n_in,
+                    rows: 64,
+                    n_out: 64,
+                    ..WeightPush::default()
+                },
+                ..MatvecFusedPush::default()
+            };
+            let binds = [
+                bind(22, 0, 4096),
+                input.clone(),
+                bind(14, 0, 256),
+                res.clone(),
+            ];
+            dispatch(
+                family(Kind::QuantAdd, false)[t].unwrap(),
+                &binds,
+                p.as_bytes(),
+            )
+        };
+        let cmds = [attention(1, 32), projection(&out, &x, 64)];
+        let (f, part_bytes, _) = oproj(Window { cmds: &cmds }).expect("matches");
+        assert_eq!(
+            f.shader.index,
+            variant(&shaders::ATTENTION_F32, t).unwrap().0.index
+        );
+        // The attention's five, then the weight, output and residual.
+        assert_eq!((f.binds.len(), &f.binds[7]), (8, &x));
+        assert_eq!(part_bytes, 2 * 64 * 4);
+        let no = |cmds: &[Cmd]| oproj(Window { cmds }).is_none();
+        // Two query rows; heads of no whole blocks; a projection of
+        // another row or of another width; a residual over the attention's
+        // input; no attention before it.
+        assert!(no(&[attention(2, 32), projection(&out, &x, 64)]));
+        assert!(no(&[attention(1, 16), projection(&out, &x, 32)]));
+        assert!(no(&[
+            attention(1, 32),
+            projection(&x, &bind(15, 0, 256), 64)
+        ]));
+        assert!(no(&[attention(1, 32), projection(&out, &x, 32)]));
+        assert!(no(&[
+            attention(1, 32),
+            projection(&out, &bind(11, 0, 256), 64)
+        ]));
+        assert!(no(&[projection(&out, &x, 64), projection(&out, &x, 64)]));
     }
 }

@@ -4,28 +4,26 @@
 //! The decode step records Q, K and V as three fused matvecs of one normed
 //! row (`matvec.rs`), each with its RoPE and cache-write epilogue
 //! where one applies (`matvec_rope.rs`), one after another with nothing
-//! between them. When a submission is recorded into a command buffer
-//! ([`merged`], called by the recorder), every run of two or three such
-//! dispatches that read the same norm of the same row, have one weight type
-//! and row width, and touch nothing another of them writes becomes one
-//! dispatch whose workgroups are the run's workgroups one product after
-//! another: two dispatches fewer on a layer's first stage, none of them
-//! dependent. Every row is computed by the code its own variant ran (the
-//! same prologue, products and epilogue), so the results are the same bits
-//! (tests: `engine/tests/vulkan_matvec_fused.rs`). The replay key keeps
-//! the list as the ops recorded it: a replayed step merges nothing again.
-//!
-//! A pass over the finished list, not a peephole while recording: the
-//! RoPE and cache-write fusions find Q, K and V by the commands that wrote
-//! them, after all three are recorded.
+//! between them. [`Rule::Qkv`] of the pass (`pass.rs`): a run of two or
+//! three such dispatches, one right after another, that read the same norm
+//! of the same row, have one weight type and row width, and touch nothing
+//! another of them writes becomes one dispatch whose workgroups are the
+//! run's workgroups one product after another: two dispatches fewer on a
+//! layer's first stage, none of them dependent. Every row is computed by
+//! the code its own variant ran (the same prologue, products and
+//! epilogue), so the results are the same bits (tests:
+//! `engine/tests/vulkan_matvec_fused.rs`). Preconditions (each product):
+//! a normed product (`Norm` / `NormOut`, with or without its RoPE
+//! epilogue) whose rows pair within its workgroups; after the first, not
+//! the norm's first product; the rest as [`joins`] states.
 
-use super::super::cmd::Cmd;
+use super::super::cmd::{Cmd, Op};
 use super::super::hazard::Access;
 use super::super::INBOX;
-use super::matvec::{kind_of, variants, Kind};
+use super::list::{Ctx, Fusion, List};
+use super::matvec::{family, kind_of, Kind};
 use super::matvec_rope::{pairs_whole, read_epi};
-use super::{allowed, overlaps, read_u32, Rule};
-use super::{Bind, VulkanBackend};
+use super::{overlaps, read_u32, Bind, Rule};
 use crate::fault;
 use crate::vulkan::push::{
     MatvecFusedPush, MultiEpi, RopeEpi, WeightPush, KV_SHIFT, MAX_WIDTH, MAX_WORD, PUSH_BYTES,
@@ -157,26 +155,46 @@ fn packs(p: &Product) -> bool {
 }
 
 /// The longest run of products starting at command `i` (one or none when
-/// nothing joins).
-fn run_at(cmds: &[Cmd], i: usize) -> Vec<Product> {
-    let Some(first) = Product::of(&cmds[i]) else {
-        return Vec::new();
+/// nothing joins), and the commands of the run after the first.
+fn run_at(list: &List, i: usize) -> (Vec<Product>, Vec<usize>) {
+    let Some(first) = list.at(i).and_then(|_| Product::of(list.cmd(i))) else {
+        return (Vec::new(), Vec::new());
     };
-    let mut run = vec![first];
-    while let Some(next) = cmds.get(i + run.len()).and_then(Product::of) {
+    let (mut run, mut takes) = (vec![first], Vec::new());
+    let mut at = i;
+    while let Some(j) = list.next(at) {
+        let Some(next) = Product::of(list.cmd(j)) else {
+            break;
+        };
         if !joins(&run, &next) {
             break;
         }
         run.push(next);
+        takes.push(j);
+        at = j;
     }
-    run
+    (run, takes)
 }
 
-/// The run's products as one `MULTI` dispatch (made as the backend makes
-/// a recorded one, then taken off its list).
-fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
+/// [`Rule::Qkv`] at command `i`: the run of products there as one
+/// `MULTI` dispatch, when it is more than one (and the fusions of matvecs
+/// may run).
+pub(super) fn qkv(list: &List, i: usize, ctx: &Ctx) -> Option<Fusion> {
+    if !ctx.allowed(Rule::Qkv) {
+        return None;
+    }
+    let (run, takes) = run_at(list, i);
+    if run.len() < 2 {
+        return None;
+    }
+    let cmd = record(&run, ctx)?;
+    Some(Fusion { cmd, takes })
+}
+
+/// The run's products as one `MULTI` dispatch.
+fn record(run: &[Product], ctx: &Ctx) -> Option<Cmd> {
     let first = &run[0];
-    let shader = variants(b, Kind::Multi)[first.ty].expect("every family has the same types");
+    let shader = family(Kind::Multi, ctx.sg)[first.ty].expect("every family has the same types");
     let rows_per_wg = matvec_rows(shader) as u64;
     let mut epi = MultiEpi::default();
     if let Some(r) = run.iter().find(|p| p.epi.rope != 0) {
@@ -251,46 +269,8 @@ fn record(b: &mut VulkanBackend, run: &[Product]) -> Option<Cmd> {
     for v in epi.seg.iter().flatten() {
         push.extend_from_slice(&v.to_le_bytes());
     }
-    let groups = b.groups_1d(shader, groups * u64::from(shader.local_size[0]));
-    let n = b.cmds.len();
-    b.dispatch_bytes(shader, &binds, push, groups);
-    (b.cmds.len() > n).then(|| b.cmds.pop().expect("recorded above"))
-}
-
-/// `cmds` with every run merged (see the module docs), or `None` where
-/// there is none or the merge is off (or the fusions may not run).
-pub(in super::super) fn merged(b: &mut VulkanBackend, cmds: &[Cmd]) -> Option<Vec<Cmd>> {
-    if !allowed(b, Rule::Qkv) {
-        return None;
-    }
-    // (first command, its run) for every run of more than one.
-    let mut plan = Vec::new();
-    let mut i = 0;
-    while i < cmds.len() {
-        let run = run_at(cmds, i);
-        let n = run.len().max(1);
-        if n > 1 {
-            plan.push((i, run));
-        }
-        i += n;
-    }
-    if plan.is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(cmds.len());
-    let mut plan = plan.into_iter().peekable();
-    let mut skip = 0;
-    for (j, cmd) in cmds.iter().enumerate() {
-        if skip > 0 {
-            skip -= 1;
-        } else if let Some((_, run)) = plan.next_if(|(at, _)| *at == j) {
-            out.extend(record(b, &run));
-            skip = run.len() - 1;
-        } else {
-            out.push(cmd.clone());
-        }
-    }
-    Some(out)
+    let groups = ctx.groups_1d(shader, groups * u64::from(shader.local_size[0]))?;
+    Some(Cmd::dispatch(Op::Other, shader, &binds, push, groups))
 }
 
 #[cfg(test)]
@@ -307,7 +287,7 @@ mod tests {
     fn product(ty: GgmlType, w: u32, out: &Bind, write: bool) -> Cmd {
         let t = weight_index(ty).unwrap();
         let kind = if write { Kind::NormOut } else { Kind::Norm };
-        let shader = super::super::matvec::family_for_tests(kind)[t].unwrap();
+        let shader = family(kind, false)[t].unwrap();
         let push = MatvecFusedPush {
             w: WeightPush {
                 n_in: 64,
@@ -342,21 +322,46 @@ mod tests {
             product(ty, 21, &k, false),
             product(ty, 22, &v, false),
         ];
-        assert_eq!(run_at(&cmds, 0).len(), 3);
+        assert_eq!(run_at(&List::new(&cmds), 0).0.len(), 3);
         // The norm's first product does not join a run; a product of
         // another type, or one that reads what another writes, ends it.
-        assert_eq!(run_at(&cmds, 1).len(), 2);
+        assert_eq!(run_at(&List::new(&cmds), 1).0.len(), 2);
         let cmds = [
             product(ty, 20, &q, true),
             product(GgmlType::Q8_0, 21, &k, false),
         ];
-        assert_eq!(run_at(&cmds, 0).len(), 1);
+        assert_eq!(run_at(&List::new(&cmds), 0).0.len(), 1);
         let cmds = [
             product(ty, 20, &q, true),
             product(ty, 21, &bind(3, 0, 256), false),
         ];
-        assert_eq!(run_at(&cmds, 0).len(), 1);
+        assert_eq!(run_at(&List::new(&cmds), 0).0.len(), 1);
         let cmds = [product(ty, 20, &q, true)];
-        assert!(run_at(&cmds, 0).len() == 1 && Product::of(&cmds[0]).is_some());
+        assert!(run_at(&List::new(&cmds), 0).0.len() == 1 && Product::of(&cmds[0]).is_some());
+    }
+
+    #[test]
+    fn qkv_merges_a_run_of_more_than_one_product_next_to_each_other() {
+        use super::super::test_support::{copy, fused_at, parts};
+        let ty = GgmlType::Q4_1;
+        let (q, k, v) = (bind(10, 0, 256), bind(11, 0, 256), bind(12, 0, 256));
+        let cmds = [
+            product(ty, 20, &q, true),
+            product(ty, 21, &k, false),
+            product(ty, 22, &v, false),
+        ];
+        let (c, takes) = fused_at(qkv, &cmds, 0).expect("matches");
+        let (shader, binds, _) = parts(&c);
+        let t = weight_index(ty).unwrap();
+        assert_eq!(shader.index, family(Kind::Multi, false)[t].unwrap().index);
+        assert_eq!((takes, binds.len()), (vec![1, 2], 13));
+        // One product alone; a command between.
+        assert!(fused_at(qkv, &cmds[..1], 0).is_none());
+        let cmds = [
+            product(ty, 20, &q, true),
+            copy(30, 31, 4),
+            product(ty, 21, &k, false),
+        ];
+        assert!(fused_at(qkv, &cmds, 0).is_none());
     }
 }

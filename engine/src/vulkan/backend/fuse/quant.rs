@@ -1,29 +1,31 @@
-//! The quantization of an activation row for the integer products, within
-//! the kernel that wrote the row (`op_quantize.rs` records it plainly):
+//! The quantization of an activation row for the integer products,
+//! within the kernel that wrote the row (`op_quantize.rs` records it
+//! plainly):
 //!
-//! - [`Rule::NormQuant`]: an RMS norm (with or without its residual add,
-//!   [`Rule::AddNorm`]) then the quantization of its output becomes the
+//! - [`Rule::NormQuant`](super::Rule::NormQuant): an RMS norm (with or without its residual add,
+//!   [`Rule::AddNorm`](super::Rule::AddNorm)) then the quantization of its output becomes the
 //!   norm's QUANT variant (`shaders/rms_norm.comp`), which also writes the
-//!   blocks. Preconditions: the norm is the last command, with its
-//!   weight, wrote exactly `x` from elements it does not overwrite, in
-//!   groups of whole 32-element blocks of at most [`MAX_FUSED_QUANT_GROUP`]
-//!   elements; the format is Q8_0 or Q8_1.
-//! - [`Rule::GluQuant`]: a gated unit (SwiGLU, GeGLU) then the
+//!   blocks. Preconditions: the quantization is the command right after
+//!   the norm; the norm has its weight and wrote exactly the row quantized,
+//!   from elements it does not overwrite, in groups of whole 32-element
+//!   blocks of at most [`MAX_FUSED_QUANT_GROUP`] elements; the format is
+//!   Q8_0 or Q8_1.
+//! - [`Rule::GluQuant`](super::Rule::GluQuant): a gated unit (SwiGLU, GeGLU) then the
 //!   quantization of its output becomes `shaders/glu_quant.comp`.
-//!   Preconditions: the unit is the last command and wrote exactly `x`,
-//!   whole 32-element blocks; Q8_0 or Q8_1.
+//!   Preconditions: the quantization is the command right after the unit
+//!   and takes exactly the unit's output, whole 32-element blocks; Q8_0 or
+//!   Q8_1.
 //!
 //! One dispatch and one barrier fewer before every product that follows a
 //! norm or a unit; the same bits. With fault `gpu-act-f16-truncate`, the
 //! fused kernels' variants whose f16 scale is truncated.
 
-use super::window::Window;
-use super::{on, read_u32, Fused, Rule};
-use super::{Bind, VulkanBackend};
+use super::super::cmd::{Cmd, Op};
+use super::list::{Ctx, Fusion, List};
+use super::{overlaps, read_u32};
 use crate::fault;
 use crate::ggml_type::GgmlType;
-use crate::ops::Act;
-use crate::vulkan::push::{is_glu, RmsNormPush, FUSED_NORM_PUSH, MAX_FUSED_QUANT_GROUP};
+use crate::vulkan::push::{RmsNormPush, FUSED_NORM_PUSH, MAX_FUSED_QUANT_GROUP};
 use crate::vulkan::{shaders, BinaryPush, Shader};
 
 // glu_quant.comp: BinaryPush, then the first word of the quantized blocks.
@@ -33,21 +35,31 @@ const _: () = {
     assert!(size == shaders::GLU_Q8_1.push_constant_size as usize);
 };
 
-/// [`Rule::NormQuant`]'s pattern: the fused norm that also writes `x`
-/// (`fmt`) into `bind` from word `word0`, with the norm's workgroups.
-pub(super) fn norm_quant(
-    win: Window,
-    x: &Bind,
-    fmt: GgmlType,
-    bind: &Bind,
-    word0: u32,
-    trunc: bool,
-) -> Option<(Fused, [u32; 3])> {
-    let norm = win.last()?;
+/// The quantization right after command `i`: its format, the row it
+/// reads, its blocks and their first word.
+fn quantize_after(
+    list: &List,
+    i: usize,
+) -> Option<(usize, GgmlType, super::Bind, super::Bind, u32)> {
+    let j = list.next(i)?;
+    let q = list.at(j)?;
+    let Op::Quantize { fmt, push } = q.op else {
+        return None;
+    };
+    // Bindings: x, blocks.
+    Some((j, fmt, q.bind(0), q.bind(1), push.out_offset))
+}
+
+/// [`Rule::NormQuant`](super::Rule::NormQuant) at command `i`: the norm that also writes the
+/// blocks of the quantization after it, with the norm's workgroups.
+pub(super) fn norm_quant(list: &List, i: usize, _: &Ctx) -> Option<Fusion> {
+    let norm = list.at(i)?;
     let with_add = norm.shader.index == shaders::ADD_RMS_NORM_W.index;
-    if !with_add && norm.shader.index != shaders::RMS_NORM_W.index {
+    if !with_add && !matches!(norm.op, Op::RmsNorm(_)) {
         return None;
     }
+    let (j, fmt, x, bind, word0) = quantize_after(list, i)?;
+    let trunc = fault::active("gpu-act-f16-truncate");
     let fused = match (fmt, with_add) {
         (GgmlType::Q8_0, false) => fault_variant(&shaders::RMS_NORM_W_Q8_0, trunc),
         (GgmlType::Q8_1, false) => fault_variant(&shaders::RMS_NORM_W_Q8_1, trunc),
@@ -59,106 +71,49 @@ pub(super) fn norm_quant(
     // Bindings x, out, w, then the quantized blocks (and the addend last).
     let mut binds = norm.binds();
     let (src, dst) = (&binds[0], &binds[1]);
-    if *dst != *x
-        || super::overlaps(src, dst)
-        || !group.is_multiple_of(32)
-        || group > MAX_FUSED_QUANT_GROUP
+    if *dst != x || overlaps(src, dst) || !group.is_multiple_of(32) || group > MAX_FUSED_QUANT_GROUP
     {
         return None;
     }
-    binds.insert(3, bind.clone());
+    binds.insert(3, bind);
     let q_at = std::mem::size_of::<RmsNormPush>();
     let mut push = norm.push.to_vec();
     push.resize(FUSED_NORM_PUSH, 0);
     push[q_at..q_at + 4].copy_from_slice(&word0.to_le_bytes());
-    Some((
-        Fused {
-            shader: fused,
-            binds,
-            push,
-        },
-        norm.groups,
-    ))
+    Some(Fusion {
+        cmd: Cmd::dispatch(Op::Other, fused, &binds, push, norm.groups),
+        takes: vec![j],
+    })
 }
 
-/// Records the quantization of `x` into `bind` (from word `word0`) within
-/// the RMS norm recorded last ([`Rule::NormQuant`]). Returns whether it
-/// did.
-pub(in super::super) fn quant_into_norm(
-    b: &mut VulkanBackend,
-    x: Act,
-    fmt: GgmlType,
-    bind: &Bind,
-    word0: u32,
-) -> bool {
-    if !on(b, Rule::NormQuant) {
-        return false;
-    }
-    let trunc = fault::active("gpu-act-f16-truncate");
-    let Some((f, groups)) = norm_quant(b.window(), &Bind::act(x), fmt, bind, word0, trunc) else {
-        return false;
-    };
-    b.drop_last(1);
-    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
-    true
-}
-
-/// [`Rule::GluQuant`]'s pattern: the fused unit that also writes `x`
-/// (`elems` elements, `fmt`) into `bind` from word `word0`.
-pub(super) fn glu_quant(
-    win: Window,
-    x: &Bind,
-    elems: usize,
-    fmt: GgmlType,
-    bind: &Bind,
-    word0: u32,
-    trunc: bool,
-) -> Option<Fused> {
-    let glu = win.last()?;
-    if !is_glu(glu.shader, glu.push) {
+/// [`Rule::GluQuant`](super::Rule::GluQuant) at command `i`: the unit that also writes the
+/// blocks of the quantization after it.
+pub(super) fn glu_quant(list: &List, i: usize, ctx: &Ctx) -> Option<Fusion> {
+    let glu = list.at(i)?;
+    let Op::Glu(_) = glu.op else {
         return None;
-    }
+    };
+    let (j, fmt, x, bind, word0) = quantize_after(list, i)?;
+    let trunc = fault::active("gpu-act-f16-truncate");
     let fused = match fmt {
         GgmlType::Q8_0 => fault_variant(&shaders::GLU_Q8_0, trunc),
         GgmlType::Q8_1 => fault_variant(&shaders::GLU_Q8_1, trunc),
         _ => return None,
     };
+    let elems = (x.bytes.end - x.bytes.start) / 4;
     // Bindings: a, b, out.
-    if glu.access[2].bind() != *x || !elems.is_multiple_of(32) {
+    if glu.bind(2) != x || !elems.is_multiple_of(32) {
         return None;
     }
-    let binds: Vec<Bind> = glu.binds().into_iter().chain([bind.clone()]).collect();
+    let binds: Vec<super::Bind> = glu.binds().into_iter().chain([bind]).collect();
     let mut push = glu.push.to_vec();
     push.extend_from_slice(&word0.to_le_bytes());
-    Some(Fused {
-        shader: fused,
-        binds,
-        push,
-    })
-}
-
-/// Records the quantization of `x` into `bind` (from word `word0`) within
-/// the gated unit recorded last ([`Rule::GluQuant`]). Returns whether it
-/// did.
-pub(in super::super) fn quant_into_glu(
-    b: &mut VulkanBackend,
-    x: Act,
-    fmt: GgmlType,
-    bind: &Bind,
-    word0: u32,
-) -> bool {
-    if !on(b, Rule::GluQuant) {
-        return false;
-    }
-    let trunc = fault::active("gpu-act-f16-truncate");
-    let Some(f) = glu_quant(b.window(), &Bind::act(x), x.len(), fmt, bind, word0, trunc) else {
-        return false;
-    };
-    b.drop_last(1);
     // Eight invocations per block of 32, four results each.
-    let groups = b.groups_1d(f.shader, x.len() as u64 / 4);
-    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
-    true
+    let groups = ctx.groups_1d(fused, elems / 4)?;
+    Some(Fusion {
+        cmd: Cmd::dispatch(Op::Other, fused, &binds, push, groups),
+        takes: vec![j],
+    })
 }
 
 /// The fused kernel `s`, or its variant whose f16 scale is truncated (fault
@@ -186,76 +141,5 @@ fn fault_variant(s: &'static Shader, _trunc: bool) -> &'static Shader {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::test_support::{bind, dispatch};
-    use super::*;
-    use crate::ops::{BinaryOp, GluKind};
-    use crate::vulkan::push::binary_code;
-    use crate::vulkan::PushConstants;
-
-    fn norm(x: &Bind, out: &Bind, group: u32) -> super::super::test_support::Cmd {
-        let push = RmsNormPush {
-            n_groups: 1,
-            group,
-            ..RmsNormPush::default()
-        };
-        let w = bind(9, 0, 4 * u64::from(group));
-        dispatch(
-            &shaders::RMS_NORM_W,
-            &[x.clone(), out.clone(), w],
-            push.as_bytes(),
-        )
-    }
-
-    #[test]
-    fn norm_quant_takes_the_norm_that_wrote_the_row() {
-        let (x, xn, q) = (bind(3, 0, 256), bind(4, 0, 256), bind(5, 0, 72));
-        let cmds = [norm(&x, &xn, 64)];
-        let w = Window { cmds: &cmds };
-        let (f, _) = norm_quant(w, &xn, GgmlType::Q8_0, &q, 7, false).unwrap();
-        assert_eq!(f.shader.index, shaders::RMS_NORM_W_Q8_0.index);
-        assert_eq!(f.binds[3], q);
-        assert_eq!(read_u32(&f.push, 20), 7);
-        // Q8_K; another row; a norm in place; a group of no whole blocks
-        // or over the shared-memory limit.
-        assert!(norm_quant(w, &xn, GgmlType::Q8_K, &q, 7, false).is_none());
-        assert!(norm_quant(w, &x, GgmlType::Q8_0, &q, 7, false).is_none());
-        let cmds = [norm(&x, &x, 64)];
-        assert!(norm_quant(Window { cmds: &cmds }, &x, GgmlType::Q8_0, &q, 0, false).is_none());
-        for group in [48, 4096] {
-            let big = bind(4, 0, 4 * u64::from(group));
-            let cmds = [norm(&bind(3, 0, 4 * u64::from(group)), &big, group)];
-            let w = Window { cmds: &cmds };
-            assert!(norm_quant(w, &big, GgmlType::Q8_1, &q, 0, false).is_none());
-        }
-    }
-
-    #[test]
-    fn glu_quant_takes_the_gated_unit_that_wrote_the_row() {
-        let (x, y, q) = (bind(3, 0, 256), bind(4, 0, 256), bind(5, 0, 72));
-        let unit = |op: BinaryOp| {
-            let push = BinaryPush {
-                n: 64,
-                op: binary_code(op),
-                ..BinaryPush::default()
-            };
-            dispatch(
-                &shaders::BINARY,
-                &[x.clone(), y.clone(), x.clone()],
-                push.as_bytes(),
-            )
-        };
-        let cmds = [unit(BinaryOp::Glu(GluKind::SwiGlu))];
-        let w = Window { cmds: &cmds };
-        let f = glu_quant(w, &x, 64, GgmlType::Q8_1, &q, 0, false).unwrap();
-        assert_eq!(
-            (f.shader.index, f.binds.len()),
-            (shaders::GLU_Q8_1.index, 4)
-        );
-        assert!(glu_quant(w, &x, 48, GgmlType::Q8_1, &q, 0, false).is_none());
-        assert!(glu_quant(w, &y, 64, GgmlType::Q8_1, &q, 0, false).is_none());
-        let cmds = [unit(BinaryOp::Add)];
-        let w = Window { cmds: &cmds };
-        assert!(glu_quant(w, &x, 64, GgmlType::Q8_1, &q, 0, false).is_none());
-    }
-}
+#[path = "quant_tests.rs"]
+mod tests;

@@ -1,90 +1,59 @@
-//! [`Rule::RopeKv`]: a RoPE then the cache write of the rows it rotated
+//! [`Rule::RopeKv`](super::Rule::RopeKv): a RoPE then the cache write of the rows it rotated
 //! becomes `shaders/rope.comp`'s KV_WRITE variant, so that the K cache
 //! write runs beside the V one instead of after a barrier; the same bits.
-//! Preconditions: the RoPE is the last command and rotated exactly the
-//! rows written (`width` elements a row, the cache's row width), all of
-//! each head (n_rot = head_dim) in an even number of pairs.
+//! Preconditions: the cache write is the command right after the RoPE and
+//! writes exactly the rows rotated, rows as wide as the cache's; the RoPE
+//! turns all of each head (n_rot = head_dim) in an even number of pairs.
 
-use super::window::Window;
-use super::{on, read_u32, Fused, Rule};
-use super::{Bind, VulkanBackend};
-use crate::ops::{Act, KvType};
-use crate::vulkan::push::RopePush;
+use super::super::cmd::{Cmd, Op};
+use super::list::{Ctx, Fusion, List};
+use super::Bind;
 use crate::vulkan::shaders;
 
-/// [`Rule::RopeKv`]'s pattern: the fused kernel, its bindings and push
-/// bytes, and its invocations for `rows` rows.
-pub(super) fn rope_kv(
-    win: Window,
-    x: &Bind,
-    width_matches: bool,
-    dst: &Bind,
-    ty: KvType,
-    pos_at: u32,
-    rows: u64,
-) -> Option<(Fused, u64)> {
-    let rope = win.last()?;
-    if rope.shader.index != shaders::ROPE.index {
+/// [`Rule::RopeKv`](super::Rule::RopeKv) at command `i`: the RoPE with the cache write after
+/// it.
+pub(super) fn rope_kv(list: &List, i: usize, ctx: &Ctx) -> Option<Fusion> {
+    let rope = list.at(i)?;
+    let Op::Rope(p) = rope.op else {
         return None;
-    }
-    let field = |at: usize| read_u32(rope.push, at);
-    let head_dim = field(std::mem::offset_of!(RopePush, head_dim));
-    let half_rot = field(std::mem::offset_of!(RopePush, half_rot));
-    let rope_pos_at = field(std::mem::offset_of!(RopePush, pos_at));
-    if rope.access[0].bind() != *x
-        || 2 * half_rot != head_dim
-        || half_rot % 2 != 0
-        || !width_matches
+    };
+    let j = list.next(i)?;
+    let kv = list.at(j)?;
+    let Op::KvWrite { ty, push: kp } = kv.op else {
+        return None;
+    };
+    // Cache write bindings: src, cache, step; RoPE: x, step.
+    let (x, dst) = (kv.bind(0), kv.bind(1));
+    let elems = (x.bytes.end - x.bytes.start) / 4;
+    if rope.bind(0) != x
+        || elems != u64::from(kp.rows) * u64::from(kp.width)
+        || 2 * p.half_rot != p.head_dim
+        || p.half_rot % 2 != 0
     {
         return None;
     }
     let fused = shaders::by_kv::ROPE_KV[ty.index()];
     // Both positions: the inbox words from the lower to the higher.
-    let steps = Bind::steps(rope_pos_at, pos_at);
+    let steps = Bind::steps(p.pos_at, kp.pos_at);
     let mut push = rope.push.to_vec();
-    push.extend_from_slice(&pos_at.to_le_bytes());
-    let binds = vec![x.clone(), steps, dst.clone()];
-    let fused = Fused {
-        shader: fused,
-        binds,
-        push,
-    };
-    Some((fused, rows * u64::from(half_rot / 2)))
-}
-
-/// Records the write of `src` (`width` elements a row, into the cache
-/// `dst` of `ty` at the position in inbox word `pos_at`) within the RoPE
-/// recorded last ([`Rule::RopeKv`]). Returns whether it did.
-pub(in super::super) fn kv_into_rope(
-    b: &mut VulkanBackend,
-    src: Act,
-    width: usize,
-    dst: &Bind,
-    ty: KvType,
-    pos_at: u32,
-) -> bool {
-    if !on(b, Rule::RopeKv) {
-        return false;
-    }
-    let x = Bind::act(src);
-    let rows = src.rows() as u64;
-    let Some((f, n)) = rope_kv(b.window(), &x, src.width() == width, dst, ty, pos_at, rows) else {
-        return false;
-    };
-    b.drop_last(1);
-    let groups = b.groups_1d(f.shader, n);
-    b.dispatch_bytes(f.shader, &f.binds, f.push, groups);
-    true
+    push.extend_from_slice(&kp.pos_at.to_le_bytes());
+    let groups = ctx.groups_1d(fused, u64::from(kp.rows) * u64::from(p.half_rot / 2))?;
+    Some(Fusion {
+        cmd: Cmd::dispatch(Op::Other, fused, &[x, steps, dst], push, groups),
+        takes: vec![j],
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{bind, dispatch};
+    use super::super::test_support::{bind, fused_at, parts, tagged};
     use super::*;
+    use crate::ops::KvType;
+    use crate::vulkan::push::{KvWritePush, RopePush};
     use crate::vulkan::PushConstants;
 
     #[test]
-    fn rope_kv_takes_a_whole_head_rope_of_the_rows_written() {
+    fn rope_kv_takes_the_cache_write_of_a_whole_head_rope_after_it() {
         let (x, step, cache) = (bind(3, 0, 256), bind(2, 0, 4), bind(7, 0, 4096));
         let rope = |head_dim: u32, half_rot: u32| {
             let push = RopePush {
@@ -94,21 +63,34 @@ mod tests {
                 half_rot,
                 ..RopePush::default()
             };
-            dispatch(&shaders::ROPE, &[x.clone(), step.clone()], push.as_bytes())
+            let binds = [x.clone(), step.clone()];
+            tagged(Op::Rope(push), &shaders::ROPE, &binds, push.as_bytes())
         };
-        let cmds = [rope(16, 8)];
-        let w = Window { cmds: &cmds };
-        let (f, n) = rope_kv(w, &x, true, &cache, KvType::F16, 1, 1).unwrap();
-        assert_eq!((f.shader.index, n), (shaders::ROPE_KV_F16.index, 4));
-        assert_eq!((f.binds[2].clone(), f.push.len()), (cache.clone(), 40));
+        let write = |src: &Bind, width: u32, ty: KvType| {
+            let push = KvWritePush {
+                rows: 1,
+                width,
+                src_offset: 0,
+                pos_at: 1,
+            };
+            let binds = [src.clone(), cache.clone(), bind(2, 4, 8)];
+            let shader = shaders::by_kv::KV_WRITE[ty.index()];
+            tagged(Op::KvWrite { ty, push }, shader, &binds, push.as_bytes())
+        };
+        let cmds = [rope(16, 8), write(&x, 64, KvType::F16)];
+        let (c, takes) = fused_at(rope_kv, &cmds, 0).expect("matches");
+        let (shader, binds, push) = parts(&c);
+        assert_eq!((shader.index, takes), (shaders::ROPE_KV_F16.index, vec![1]));
+        assert_eq!((binds[2].clone(), push.len()), (cache.clone(), 40));
         // Rows of another width; other rows; a partial rotation; an odd
-        // number of pairs.
-        assert!(rope_kv(w, &x, false, &cache, KvType::F16, 1, 1).is_none());
-        assert!(rope_kv(w, &bind(3, 0, 128), true, &cache, KvType::F32, 1, 1).is_none());
+        // number of pairs; a command between.
+        let no = |cmds: &[_]| fused_at(rope_kv, cmds, 0).is_none();
+        assert!(no(&[rope(16, 8), write(&x, 32, KvType::F32)]));
+        assert!(no(&[rope(16, 8), write(&bind(3, 0, 128), 32, KvType::F32)]));
         for (hd, half) in [(16, 4), (10, 5)] {
-            let cmds = [rope(hd, half)];
-            let w = Window { cmds: &cmds };
-            assert!(rope_kv(w, &x, true, &cache, KvType::F32, 1, 1).is_none());
+            assert!(no(&[rope(hd, half), write(&x, 64, KvType::F32)]));
         }
+        let between = rope(16, 8);
+        assert!(no(&[rope(16, 8), between, write(&x, 64, KvType::F32)]));
     }
 }

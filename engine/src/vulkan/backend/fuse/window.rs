@@ -3,8 +3,8 @@
 //! and the backend's edits of its own list that a matched rule makes.
 
 use super::super::cmd::Cmd;
-use super::super::hazard::Access;
 use super::super::VulkanBackend;
+use super::list::{dispatch_of, Dispatch};
 use super::Bind;
 use crate::vulkan::Shader;
 
@@ -12,21 +12,6 @@ use crate::vulkan::Shader;
 /// ([`Window::last_touching`]): a layer's q and k chains interleave (norm
 /// q, norm k, RoPE q, RoPE k, scale q).
 pub(in super::super) const LOOK_BACK: usize = 8;
-
-/// A recorded dispatch as a rule reads it.
-pub(in super::super) struct Dispatch<'a> {
-    pub shader: &'static Shader,
-    pub push: &'a [u8],
-    pub groups: [u32; 3],
-    pub access: &'a [Access],
-}
-
-impl Dispatch<'_> {
-    /// Its bindings, in binding order.
-    pub fn binds(&self) -> Vec<Bind> {
-        self.access.iter().map(Access::bind).collect()
-    }
-}
 
 /// A view of a recorded command list, the latest command last.
 #[derive(Clone, Copy)]
@@ -49,21 +34,7 @@ impl<'a> Window<'a> {
 
     /// Command `i`, when it is a dispatch.
     pub fn at(&self, i: usize) -> Option<Dispatch<'a>> {
-        match self.cmds.get(i)? {
-            Cmd::Dispatch {
-                shader,
-                push,
-                groups,
-                access,
-                ..
-            } => Some(Dispatch {
-                shader: shader.0,
-                push,
-                groups: *groups,
-                access,
-            }),
-            _ => None,
-        }
+        dispatch_of(self.cmds.get(i)?)
     }
 
     /// The latest of the last [`LOOK_BACK`] commands that touches any byte
@@ -82,11 +53,6 @@ impl<'a> Window<'a> {
     pub fn untouched_after(&self, i: usize, binds: &[Bind]) -> bool {
         !self.cmds[i + 1..].iter().any(|c| touches(c, binds))
     }
-}
-
-/// Whether two bindings share a byte.
-pub(in super::super) fn overlaps(a: &Bind, b: &Bind) -> bool {
-    a.buf == b.buf && a.bytes.start < b.bytes.end && b.bytes.start < a.bytes.end
 }
 
 /// Whether command `c` touches any byte of `binds`.
@@ -111,12 +77,6 @@ impl VulkanBackend {
     /// The command recorded last when it is a dispatch.
     pub(in super::super) fn last_dispatch(&self) -> Option<Dispatch<'_>> {
         self.window().last()
-    }
-
-    /// The command recorded `back` commands before the last one, when it
-    /// is a dispatch.
-    pub(in super::super) fn dispatch_back(&self, back: usize) -> Option<Dispatch<'_>> {
-        self.window().back(back)
     }
 
     /// The bindings, push bytes and workgroups of command `i`, a dispatch
