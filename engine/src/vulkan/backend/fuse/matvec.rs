@@ -161,12 +161,39 @@ enum Source {
     },
 }
 
-/// Records `out = W x` for one activation row as a fused matvec, when it
-/// applies: the GPU kernel layout, a block type with its fused
-/// variants, one chunk, a row of whole blocks of at most [`MAX_K`]
+/// [`Rule::Matvec`]'s shapes for `out = W x` with the weight `gw` (the
+/// plain or `sg` family): a block type with its fused variants, one
+/// activation row, one chunk, a row of whole blocks of at most [`MAX_K`]
 /// elements not already quantized (`held`: whether it is, in the weight's
-/// activation format; `None` for a type without one). Returns whether it
-/// did.
+/// activation format; `None` for a type without one), at most
+/// [`MAX_FUSED_WORKGROUPS`] workgroups. Gives the weight-type index and
+/// the workgroups.
+pub(super) fn matvec_fits(
+    gw: &GpuWeight,
+    x: Act,
+    held: Option<bool>,
+    sg: bool,
+) -> Option<(usize, usize)> {
+    let t = weight_index(gw.ty)?;
+    let held = held?;
+    let quant = family(Kind::Quant, sg)[t]?;
+    let wgs = gw.n_out.div_ceil(matvec_rows(quant));
+    if x.rows() != 1
+        || gw.chunks.len() != 1
+        || !gw.n_in.is_multiple_of(32)
+        || gw.n_in > MAX_K
+        || wgs > MAX_FUSED_WORKGROUPS
+        || held
+    {
+        return None;
+    }
+    Some((t, wgs))
+}
+
+/// Records `out = W x` for one activation row (the GPU kernel layout) as
+/// a fused matvec, when [`matvec_fits`] takes its shapes, its prologue the norm
+/// [`norm_source`] finds (else the quantization of `x`). Returns whether
+/// it did.
 pub(in super::super) fn matvec(
     b: &mut VulkanBackend,
     gw: &GpuWeight,
@@ -174,28 +201,20 @@ pub(in super::super) fn matvec(
     out: Act,
     held: Option<bool>,
 ) -> bool {
-    let Some(t) = weight_index(gw.ty) else {
-        return false;
-    };
-    let Some(held) = held else {
-        return false;
-    };
-    let Some(quant) = variants(b, Kind::Quant)[t] else {
-        return false;
-    };
-    let wgs = gw.n_out.div_ceil(matvec_rows(quant));
-    if !allowed(b, Rule::Matvec)
-        || x.rows() != 1
-        || gw.chunks.len() != 1
-        || !gw.n_in.is_multiple_of(32)
-        || gw.n_in > MAX_K
-        || wgs > MAX_FUSED_WORKGROUPS
-        || held
-    {
+    if !allowed(b, Rule::Matvec) {
         return false;
     }
+    let Some((t, wgs)) = matvec_fits(gw, x, held, b.matvec_subgroups) else {
+        return false;
+    };
     let xb = Bind::act(x);
-    let source = norm_source(b, x, &xb).unwrap_or(Source::Quant);
+    let now = (b.stats.submissions, b.cmds.len());
+    let prologue = b.fuse.norm_prologue.as_ref().filter(|n| n.at == now);
+    let source = norm_source(b.window(), prologue, x, &xb, &Ctx::of(b));
+    if let Some(Source::Norm { write: true, .. }) = source {
+        b.drop_last(1); // the norm, now the prologue
+    }
+    let source = source.unwrap_or(Source::Quant);
     let c = gw.chunks[0];
     let w = WeightPush {
         n_in: u32_of(gw.n_in, "n_in"),
@@ -263,13 +282,23 @@ pub(in super::super) fn matvec(
     true
 }
 
-/// The norm whose output `x` is, when the matvec can compute it itself:
-/// the RMS norm recorded last (one group of the whole row, with its
-/// weight, not in place), which is then dropped; or the norm the last
-/// recorded fused matvec computed.
-fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
-    if let Some(n) = &b.fuse.norm_prologue {
-        if n.at == (b.stats.submissions, b.cmds.len()) && n.out == *xb {
+/// [`Rule::Matvec`]'s prologue pattern: the norm whose output `x` (`xb`)
+/// is, when the matvec can compute it itself. Either `prologue`, the norm
+/// the fused matvec recorded last computed (given while it is the last
+/// command of `win`), when its output is exactly `xb` (`write` false); or
+/// the last command of `win`, an RMS norm with its weight
+/// (`RMS_NORM_W`) into exactly `xb`, one group of the whole row, not in
+/// place, that [`Rule::AddNorm`] does not take under `ctx` (`write`: the
+/// caller drops it, the matvec writes its output).
+fn norm_source(
+    win: Window,
+    prologue: Option<&NormPrologue>,
+    x: Act,
+    xb: &Bind,
+    ctx: &Ctx,
+) -> Option<Source> {
+    if let Some(n) = prologue {
+        if n.out == *xb {
             return Some(Source::Norm {
                 src: n.src.clone(),
                 w: n.w.clone(),
@@ -279,9 +308,9 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
             });
         }
     }
-    let last = b.last_dispatch()?;
+    let last = win.last()?;
     if last.shader.index != shaders::RMS_NORM_W.index
-        || super::norm::add_norm_takes(&b.cmds, b.cmds.len() - 1, &Ctx::of(b))
+        || super::norm::add_norm_takes(win.cmds, win.cmds.len() - 1, ctx)
     {
         return None;
     }
@@ -295,7 +324,6 @@ fn norm_source(b: &mut VulkanBackend, x: Act, xb: &Bind) -> Option<Source> {
     if n_groups != 1 || group as usize != x.width() || dst != *xb || overlaps(&src, &dst) {
         return None;
     }
-    b.drop_last(1);
     Some(Source::Norm {
         src,
         w,

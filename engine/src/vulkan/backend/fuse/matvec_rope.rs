@@ -19,27 +19,25 @@
 //! The same bits as the unfused ops (tests:
 //! `engine/tests/vulkan_matvec_fused.rs`).
 
-use super::super::cmd::Cmd;
-use super::matvec::{kind_of, variants, Kind};
-use super::{allowed, overlaps, Rule};
+use super::matvec::{family, kind_of, Kind};
+use super::window::Window;
+use super::{allowed, overlaps, Fused, Rule};
 use super::{Bind, VulkanBackend};
 use crate::ops::{Act, KvType};
 use crate::vulkan::push::{MatvecFusedPush, RopeEpi, RopePush, WeightPush, PUSH_BYTES};
 use crate::vulkan::shaders::matvec_rows;
 
 /// The recorded normed matvec of a kind in `kinds` whose output binding is
-/// exactly `x`, the latest command to touch `x`
+/// exactly `x`, the latest command of `win` to touch `x`
 /// (`Window::last_touching`: Q is three back when its RoPE is
-/// recorded, after K and V): its index in `b.cmds`, kind and weight-type
+/// recorded, after K and V): its index in `win`, kind and weight-type
 /// index.
-fn writer_of(b: &VulkanBackend, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind, usize)> {
-    let j = b.window().last_touching(x)?;
-    let Cmd::Dispatch { shader, access, .. } = &b.cmds[j] else {
-        return None;
-    };
-    let (k, t) = kind_of(shader)?;
+fn writer_of(win: Window, x: &Bind, kinds: &[Kind]) -> Option<(usize, Kind, usize)> {
+    let j = win.last_touching(x)?;
+    let d = win.at(j)?;
+    let (k, t) = kind_of(d.shader)?;
     // Bindings: weight, norm input, out, ...
-    (kinds.contains(&k) && access[2].bind() == *x).then_some((j, k, t))
+    (kinds.contains(&k) && d.bind(2) == *x).then_some((j, k, t))
 }
 
 /// Whether a normed matvec's rows pair up within its workgroups: one
@@ -54,32 +52,41 @@ pub(in super::super) fn pairs_whole(push: &[u8], rows_per_wg: usize) -> bool {
     col0 == 0 && rows == n_out && rows.is_multiple_of(2) && rows_per_wg.is_multiple_of(2)
 }
 
-/// Records the RoPE `p` of `x` (one row) as the epilogue of the normed
-/// matvec that wrote it, when it applies. Returns whether it did.
-pub(in super::super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
+/// [`Rule::MatvecRope`]'s pattern for the RoPE `p` of `x` after the
+/// commands in `win`: one row, NORM pairing over whole heads (not NEOX,
+/// `2 half_rot = head_dim`, a row of whole heads), the normed matvec
+/// (`Norm` / `NormOut`) that wrote exactly `x` the latest command to touch
+/// it ([`writer_of`]), its rows pairing within the workgroups of the
+/// `EPI_ROPE` kernel (of the plain or `sg` family; [`pairs_whole`]).
+/// Gives that command's index and the kernel to record in its place, with
+/// its workgroups.
+pub(super) fn matvec_rope(
+    win: Window,
+    x: Act,
+    p: &RopePush,
+    sg: bool,
+) -> Option<(usize, Fused, [u32; 3])> {
     let head_dim = p.head_dim as usize;
-    if !allowed(b, Rule::MatvecRope)
-        || x.rows() != 1
+    if x.rows() != 1
         || p.neox != 0
         || 2 * p.half_rot != p.head_dim
         || head_dim == 0
         || !x.width().is_multiple_of(head_dim)
     {
-        return false;
+        return None;
     }
     let xb = Bind::act(x);
-    let Some((j, kind, t)) = writer_of(b, &xb, &[Kind::Norm, Kind::NormOut]) else {
-        return false;
-    };
-    let (mut binds, mut push, groups) = b.dispatch_parts(j);
+    let (j, kind, t) = writer_of(win, &xb, &[Kind::Norm, Kind::NormOut])?;
+    let d = win.at(j)?;
+    let (mut binds, mut push) = (d.binds(), d.push.to_vec());
     let rope_kind = if kind == Kind::NormOut {
         Kind::NormOutRope
     } else {
         Kind::NormRope
     };
-    let shader = variants(b, rope_kind)[t].expect("every family has the same types");
+    let shader = family(rope_kind, sg)[t].expect("every family has the same types");
     if !pairs_whole(&push, matvec_rows(shader)) {
-        return false;
+        return None;
     }
     let epi = RopeEpi {
         rope: 1,
@@ -94,41 +101,58 @@ pub(in super::super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &Rope
     push_epi(&mut push, &epi);
     // The cache binding, unused (kv 0): the output itself.
     binds.extend([Bind::step(p.pos_at), xb]);
-    b.replace_dispatch(j, shader, &binds, push, groups);
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((j, fused, d.groups))
+}
+
+/// Records the RoPE `p` of `x` (one row) as the epilogue of the normed
+/// matvec that wrote it, when [`matvec_rope`] matches. Returns whether it
+/// did.
+pub(in super::super) fn rope_into_matvec(b: &mut VulkanBackend, x: Act, p: &RopePush) -> bool {
+    if !allowed(b, Rule::MatvecRope) {
+        return false;
+    }
+    let Some((j, f, groups)) = matvec_rope(b.window(), x, p, b.matvec_subgroups) else {
+        return false;
+    };
+    b.replace_dispatch(j, f.shader, &f.binds, f.push, groups);
     true
 }
 
-/// Records the write of `src` (one row of `width`) into the cache `dst`
-/// (`[n_ctx, width]` of `ty`) at the position in inbox word `pos_at` as the
-/// epilogue of the normed matvec that wrote `src` (rotated by
-/// [`rope_into_matvec`] or not), when it applies. Returns whether it did.
-pub(in super::super) fn kv_into_matvec(
-    b: &mut VulkanBackend,
+/// [`Rule::MatvecKv`]'s pattern for the write of `src` (one row of
+/// `width`, even) into the cache `dst` (of `ty`, at the position in inbox
+/// word `pos_at`) after the commands in `win`: the normed matvec (rotated
+/// by [`matvec_rope`] or not, with no cache write yet) that wrote exactly
+/// `src` the latest command to touch it ([`writer_of`]), `dst` apart from
+/// `src` and touched by no command after that one, its rows pairing
+/// within the workgroups of the `EPI_ROPE` kernel (of the plain or `sg`
+/// family; [`pairs_whole`]). Gives that command's index and the kernel to
+/// record in its place, with its workgroups.
+pub(super) fn matvec_kv(
+    win: Window,
     src: Act,
     width: usize,
-    dst: Bind,
+    dst: &Bind,
     ty: KvType,
     pos_at: u32,
-) -> bool {
-    if !allowed(b, Rule::MatvecKv)
-        || src.rows() != 1
-        || src.width() != width
-        || !width.is_multiple_of(2)
-    {
-        return false;
+    sg: bool,
+) -> Option<(usize, Fused, [u32; 3])> {
+    if src.rows() != 1 || src.width() != width || !width.is_multiple_of(2) {
+        return None;
     }
-    let Some(code) = ty.cache_code() else {
-        return false;
-    };
+    let code = ty.cache_code()?;
     let xb = Bind::act(src);
     let kinds = [Kind::Norm, Kind::NormOut, Kind::NormRope, Kind::NormOutRope];
-    let Some((j, kind, t)) = writer_of(b, &xb, &kinds) else {
-        return false;
-    };
-    if overlaps(&dst, &xb) || !b.window().untouched_after(j, std::slice::from_ref(&dst)) {
-        return false;
+    let (j, kind, t) = writer_of(win, &xb, &kinds)?;
+    if overlaps(dst, &xb) || !win.untouched_after(j, std::slice::from_ref(dst)) {
+        return None;
     }
-    let (mut binds, mut push, groups) = b.dispatch_parts(j);
+    let d = win.at(j)?;
+    let (mut binds, mut push) = (d.binds(), d.push.to_vec());
     let (rope_kind, mut epi) = match kind {
         Kind::NormRope | Kind::NormOutRope => {
             let epi = read_epi(&push);
@@ -140,11 +164,11 @@ pub(in super::super) fn kv_into_matvec(
         _ => (Kind::NormRope, RopeEpi::default()),
     };
     if epi.kv != 0 {
-        return false;
+        return None;
     }
-    let shader = variants(b, rope_kind)[t].expect("every family has the same types");
+    let shader = family(rope_kind, sg)[t].expect("every family has the same types");
     if !pairs_whole(&push, matvec_rows(shader)) {
-        return false;
+        return None;
     }
     if epi.rope == 0 {
         epi.pos_at = pos_at;
@@ -153,8 +177,35 @@ pub(in super::super) fn kv_into_matvec(
     epi.kv_pos_at = pos_at;
     epi.kv_width = u32::try_from(width).expect("a cache row width fits u32");
     push_epi(&mut push, &epi);
-    binds.extend([Bind::steps(epi.pos_at, pos_at), dst]);
-    b.replace_dispatch(j, shader, &binds, push, groups);
+    binds.extend([Bind::steps(epi.pos_at, pos_at), dst.clone()]);
+    let fused = Fused {
+        shader,
+        binds,
+        push,
+    };
+    Some((j, fused, d.groups))
+}
+
+/// Records the write of `src` (one row of `width`) into the cache `dst`
+/// (`[n_ctx, width]` of `ty`) at the position in inbox word `pos_at` as the
+/// epilogue of the normed matvec that wrote `src`, when [`matvec_kv`]
+/// matches. Returns whether it did.
+pub(in super::super) fn kv_into_matvec(
+    b: &mut VulkanBackend,
+    src: Act,
+    width: usize,
+    dst: Bind,
+    ty: KvType,
+    pos_at: u32,
+) -> bool {
+    if !allowed(b, Rule::MatvecKv) {
+        return false;
+    }
+    let sg = b.matvec_subgroups;
+    let Some((j, f, groups)) = matvec_kv(b.window(), src, width, &dst, ty, pos_at, sg) else {
+        return false;
+    };
+    b.replace_dispatch(j, f.shader, &f.binds, f.push, groups);
     true
 }
 
@@ -188,46 +239,5 @@ pub(in super::super) fn read_epi(push: &[u8]) -> RopeEpi {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::vulkan::PushConstants;
-
-    fn push(rows: u32, n_out: u32, col0: u32) -> Vec<u8> {
-        let p = MatvecFusedPush {
-            w: WeightPush {
-                rows,
-                n_out,
-                col0,
-                ..WeightPush::default()
-            },
-            ..MatvecFusedPush::default()
-        };
-        p.as_bytes().to_vec()
-    }
-
-    #[test]
-    fn rope_epilogues_need_rows_that_pair_within_workgroups() {
-        assert!(pairs_whole(&push(64, 64, 0), 4));
-        assert!(!pairs_whole(&push(64, 64, 0), 3), "odd rows a workgroup");
-        assert!(!pairs_whole(&push(63, 63, 0), 4), "odd rows");
-        assert!(!pairs_whole(&push(32, 64, 32), 4), "a chunk of the rows");
-    }
-
-    #[test]
-    fn the_epilogue_words_read_back() {
-        let e = RopeEpi {
-            rope: 1,
-            head_dim: 64,
-            pos_at: 3,
-            theta_scale: 0.5,
-            freq_scale: 1.0,
-            kv: 2,
-            kv_pos_at: 4,
-            kv_width: 128,
-        };
-        let mut p = push(64, 64, 0);
-        push_epi(&mut p, &e);
-        assert_eq!(p.len(), PUSH_BYTES + 32);
-        assert_eq!(read_epi(&p), e);
-    }
-}
+#[path = "matvec_rope_tests.rs"]
+mod tests;

@@ -168,3 +168,140 @@ fn post_norm_takes_a_post_norm_in_place_and_its_add_after_a_product() {
     assert!(no(&cmds, &bind(4, 128, 384), 64));
     assert!(no(&[norm(&y, &y, 1), norm(&y, &y, 1)], &x, 64));
 }
+
+fn weight(ty: crate::ggml_type::GgmlType, n_in: usize, n_out: usize, chunks: usize) -> GpuWeight {
+    use super::super::super::WeightChunk;
+    let rows = n_out / chunks;
+    GpuWeight {
+        name: "w".into(),
+        ty,
+        n_in,
+        n_out,
+        row_bytes: n_in / 32 * 20,
+        chunks: (0..chunks)
+            .map(|i| WeightChunk {
+                buf: 20 + i as u32,
+                row0: i * rows,
+                rows,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn matvec_fits_one_row_of_whole_blocks_of_one_chunk_not_yet_quantized() {
+    use crate::ggml_type::GgmlType;
+    let q = GgmlType::Q4_1;
+    let t = weight_index(q).unwrap();
+    let x = Act::new(5, 1, 64);
+    let fits = |gw: &GpuWeight, x: Act, held: Option<bool>| matvec_fits(gw, x, held, false);
+    let rows = matvec_rows(family(Kind::Quant, false)[t].unwrap());
+    assert_eq!(
+        fits(&weight(q, 64, 64, 1), x, Some(false)),
+        Some((t, 64 / rows))
+    );
+    assert_eq!(
+        matvec_fits(&weight(q, 64, 64, 1), x, Some(false), true).map(|f| f.0),
+        Some(t)
+    );
+    // The most workgroups, and the most elements of the row.
+    let most = MAX_FUSED_WORKGROUPS * rows;
+    assert!(fits(&weight(q, 64, most, 1), x, Some(false)).is_some());
+    assert!(fits(&weight(q, MAX_K, 64, 1), Act::new(5, 1, MAX_K), Some(false)).is_some());
+    // A type with no fused variants; one with no activation format; the
+    // row already quantized; two rows; two chunks; a row of part of a
+    // block; one too long; too many workgroups.
+    let f16 = GgmlType::F16;
+    assert!(family(Kind::Quant, false)[weight_index(f16).unwrap()].is_none());
+    assert!(fits(&weight(f16, 64, 64, 1), x, Some(false)).is_none());
+    assert!(fits(&weight(q, 64, 64, 1), x, None).is_none());
+    assert!(fits(&weight(q, 64, 64, 1), x, Some(true)).is_none());
+    assert!(fits(&weight(q, 64, 64, 1), Act::new(5, 2, 64), Some(false)).is_none());
+    assert!(fits(&weight(q, 64, 64, 2), x, Some(false)).is_none());
+    assert!(fits(&weight(q, 48, 64, 1), Act::new(5, 1, 48), Some(false)).is_none());
+    let long = Act::new(5, 1, MAX_K + 32);
+    assert!(fits(&weight(q, MAX_K + 32, 64, 1), long, Some(false)).is_none());
+    assert!(fits(&weight(q, 64, most + rows, 1), x, Some(false)).is_none());
+}
+
+#[test]
+fn norm_source_takes_the_norm_of_the_row_recorded_last_or_the_prologue_before() {
+    use super::super::test_support::{bind, copy, tagged, Cmd, Op};
+    use crate::ops::BinaryOp;
+    use crate::vulkan::push::{binary_code, BinaryPush};
+    use crate::vulkan::PushConstants;
+    let x = Act::new(5, 1, 64);
+    let xb = Bind::act(x);
+    let (src, nw) = (bind(3, 0, 256), bind(4, 0, 256));
+    let norm = |src: &Bind, out: &Bind, n_groups: u32, group: u32| {
+        let p = RmsNormPush {
+            n_groups,
+            group,
+            x_offset: 7,
+            eps: 1e-5,
+            ..RmsNormPush::default()
+        };
+        let binds = [src.clone(), out.clone(), nw.clone()];
+        tagged(Op::RmsNorm(p), &shaders::RMS_NORM_W, &binds, p.as_bytes())
+    };
+    let add = {
+        let p = BinaryPush {
+            n: 64,
+            op: binary_code(BinaryOp::Add),
+            ..BinaryPush::default()
+        };
+        let binds = [src.clone(), bind(6, 0, 256), src.clone()];
+        tagged(Op::Add, &shaders::BINARY, &binds, p.as_bytes())
+    };
+    let ctx = Ctx::for_tests();
+    let source = |cmds: &[Cmd], pro: Option<&NormPrologue>, ctx: &Ctx| {
+        norm_source(Window { cmds }, pro, x, &xb, ctx)
+    };
+    let cmds = [norm(&src, &xb, 1, 64)];
+    let Some(Source::Norm {
+        src: s,
+        w,
+        src_offset,
+        eps,
+        write,
+    }) = source(&cmds, None, &ctx)
+    else {
+        panic!("matches");
+    };
+    assert_eq!(
+        (s, w, src_offset, eps, write),
+        (src.clone(), nw.clone(), 7, 1e-5, true)
+    );
+    // The norm's output an earlier product computed: kept there.
+    let pro = NormPrologue {
+        out: xb.clone(),
+        src: src.clone(),
+        w: nw.clone(),
+        src_offset: 7,
+        eps: 1e-5,
+        at: (0, 0),
+    };
+    let got = source(&[copy(9, 10, 4)], Some(&pro), &ctx);
+    assert!(matches!(got, Some(Source::Norm { write: false, .. })));
+    let other = NormPrologue {
+        out: bind(5, 0, 128),
+        ..pro.clone()
+    };
+    assert!(source(&[copy(9, 10, 4)], Some(&other), &ctx).is_none());
+    let got = source(&cmds, Some(&other), &ctx);
+    assert!(matches!(got, Some(Source::Norm { write: true, .. })));
+    // A norm the add before it takes (unless that rule is off).
+    let taken = [add.clone(), norm(&src, &xb, 1, 64)];
+    assert!(source(&taken, None, &ctx).is_none());
+    let mut off = ctx;
+    off.off.set(Rule::AddNorm, true);
+    assert!(source(&taken, None, &off).is_some());
+    // No command; not a norm last; a norm of groups, or of part of the
+    // row; into another output; in place.
+    assert!(source(&[], None, &ctx).is_none());
+    assert!(source(&[cmds[0].clone(), copy(9, 10, 4)], None, &ctx).is_none());
+    assert!(source(&[norm(&src, &xb, 2, 32)], None, &ctx).is_none());
+    assert!(source(&[norm(&src, &xb, 1, 32)], None, &ctx).is_none());
+    assert!(source(&[norm(&src, &bind(5, 0, 128), 1, 64)], None, &ctx).is_none());
+    assert!(source(&[norm(&xb, &xb, 1, 64)], None, &ctx).is_none());
+}

@@ -74,18 +74,6 @@ impl VulkanBackend {
         Window { cmds: &self.cmds }
     }
 
-    /// The command recorded last when it is a dispatch.
-    pub(in super::super) fn last_dispatch(&self) -> Option<Dispatch<'_>> {
-        self.window().last()
-    }
-
-    /// The bindings, push bytes and workgroups of command `i`, a dispatch
-    /// (one a rule found and records again in place).
-    pub(in super::super) fn dispatch_parts(&self, i: usize) -> (Vec<Bind>, Vec<u8>, [u32; 3]) {
-        let d = self.window().at(i).expect("a dispatch");
-        (d.binds(), d.push.to_vec(), d.groups)
-    }
-
     /// Drops the last `n` commands (those a rule replaces).
     pub(in super::super) fn drop_last(&mut self, n: usize) {
         self.cmds.truncate(self.cmds.len() - n);
